@@ -1,0 +1,136 @@
+"""The kernel contract: ``fit -> state``, ``embed -> embeddings``, ``pairwise -> block``.
+
+Every graph kernel of gramdist is one subclass of :class:`GraphKernel`. The engine drives
+all of them the same way and never knows which one it runs:
+
+1. ``state = kernel.fit(sample, seed)`` once, on a sample of the graphs. The state is a
+   :class:`KernelState`: named NumPy arrays plus a JSON-serialisable dict. The engine stores it
+   in the Zarr store (arrays under ``state/``, the dict as attributes), never as a pickle, and
+   reloads it with :meth:`KernelState.from_store_parts` for later runs (resume, test graphs).
+2. ``emb = kernel.embed(chunk, state)`` on each chunk of graphs, in parallel on the workers.
+   ``emb`` has one row per graph of the chunk (``len(emb) == len(chunk)``) and supports
+   ``emb[i:j]`` slicing. A graph's embedding must depend only on that graph and the state,
+   never on which other graphs share its chunk.
+3. ``block = kernel.pairwise(emb_a, emb_b, state)`` on each tile: a dense float64 array of
+   shape ``(len(emb_a), len(emb_b))``. ``kernel.self_similarity(emb, state)`` gives the
+   ``(len(emb),)`` diagonal K(g, g) used for cosine normalisation. For the Gram to be the same
+   whatever the tile size, K(a, b) must be computed by the same arithmetic whichever other
+   graphs are in the tile (beware BLAS calls whose rounding depends on matrix shapes).
+
+Kernels never import Dask: they are plain NumPy/SciPy code that the engine schedules.
+Parameters are keyword arguments of ``__init__`` stored unchanged as attributes (the
+scikit-learn convention), so :meth:`GraphKernel.get_params` can list them and a job file can
+set them; :meth:`GraphKernel.validate` checks them and raises :class:`~gramdist.errors.JobError`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from gramdist.errors import JobError
+from gramdist.graphs import GraphBatch
+
+_ARRAY_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+class Embedding(Protocol):
+    """What the engine needs of an embedding: a length and slicing by graph."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: slice) -> "Embedding": ...
+
+
+@dataclass
+class KernelState:
+    """Fitted state of a kernel: named arrays and JSON-serialisable attributes.
+
+    ``arrays`` names must match ``[A-Za-z0-9_.-]+`` (they become Zarr array names);
+    ``attrs`` must survive ``json.dumps`` (plain ints, floats, strings, lists, dicts).
+    """
+
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in self.arrays:
+            if not _ARRAY_NAME.match(name):
+                raise ValueError(f"state array name {name!r} must match [A-Za-z0-9_.-]+")
+
+    @classmethod
+    def from_store_parts(cls, arrays: dict[str, np.ndarray], attrs: dict[str, Any]) -> "KernelState":
+        return cls(arrays=dict(arrays), attrs=dict(attrs))
+
+
+class GraphKernel:
+    """Base class of all graph kernels; see the module docstring for the contract.
+
+    Subclasses set ``name`` (the job file's ``kernel.name``) and implement :meth:`fit`,
+    :meth:`embed` and :meth:`pairwise`; :meth:`self_similarity` has a generic default
+    that subclasses should override with something faster.
+    """
+
+    name: ClassVar[str] = ""
+    #: whether the kernel uses node attributes / edge labels if the dataset has them
+    uses_node_attributes: ClassVar[bool] = False
+
+    # ------------------------------------------------------------ params
+    @classmethod
+    def param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p for p in sig.parameters if p != "self" and sig.parameters[p].kind is
+                inspect.Parameter.KEYWORD_ONLY or (p != "self" and sig.parameters[p].kind is
+                inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+
+    def get_params(self) -> dict[str, Any]:
+        """Parameters as given to ``__init__`` (JSON-serialisable)."""
+        return {p: getattr(self, p) for p in self.param_names()}
+
+    def validate(self) -> None:
+        """Raise :class:`JobError` naming the first out-of-range parameter; default: no-op."""
+
+    # ---------------------------------------------------------- contract
+    def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
+        """Learn the shared state from a sample of graphs; ``seed`` drives every random step."""
+        raise NotImplementedError
+
+    def embed(self, graphs: GraphBatch, state: KernelState) -> Embedding:
+        """Map each graph of ``graphs`` to its embedding (one row per graph)."""
+        raise NotImplementedError
+
+    def pairwise(self, a: Embedding, b: Embedding, state: KernelState) -> np.ndarray:
+        """Dense ``(len(a), len(b))`` float64 block of kernel values K(a_i, b_j)."""
+        raise NotImplementedError
+
+    def self_similarity(self, a: Embedding, state: KernelState) -> np.ndarray:
+        """``(len(a),)`` float64 K(a_i, a_i), computed by the same arithmetic as pairwise."""
+        return np.array([self.pairwise(a[i : i + 1], a[i : i + 1], state)[0, 0] for i in range(len(a))],
+                        dtype=np.float64)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+
+def check_param(ok: bool, kernel: str, param: str, message: str) -> None:
+    """Raise a :class:`JobError` ``kernel.<param>: <message>`` unless ``ok``."""
+    if not ok:
+        raise JobError(f"kernel {kernel}: parameter {param} {message}")
+
+
+def as_jsonable(value: Any) -> Any:
+    """Convert NumPy scalars/arrays inside ``value`` into plain Python for JSON."""
+    if isinstance(value, dict):
+        return {str(k): as_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [as_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
