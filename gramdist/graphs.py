@@ -25,8 +25,8 @@ what vectorised kernels (WL relabelling, descriptor propagation) work on.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 import scipy.sparse as sp
@@ -165,7 +165,7 @@ class GraphBatch:
         return self._cache["arcs"]
 
     # ------------------------------------------------------------ slicing
-    def __getitem__(self, key: int | slice | np.ndarray | list) -> "GraphBatch | Graph":
+    def __getitem__(self, key: int | slice | np.ndarray | list) -> GraphBatch | Graph:
         if isinstance(key, (int, np.integer)):
             return self.graph(int(key))
         if isinstance(key, slice):
@@ -198,7 +198,7 @@ class GraphBatch:
         for i in range(self.n_graphs):
             yield self.graph(i)
 
-    def _contiguous(self, start: int, stop: int) -> "GraphBatch":
+    def _contiguous(self, start: int, stop: int) -> GraphBatch:
         n0, n1 = self.node_offsets[start] - self.node_offsets[0], self.node_offsets[stop] - self.node_offsets[0]
         e0, e1 = self.edge_offsets[start] - self.edge_offsets[0], self.edge_offsets[stop] - self.edge_offsets[0]
 
@@ -218,7 +218,7 @@ class GraphBatch:
             name=self.name,
         )
 
-    def take(self, indices: np.ndarray) -> "GraphBatch":
+    def take(self, indices: np.ndarray) -> GraphBatch:
         """New batch of the graphs at ``indices`` (in that order, repeats allowed)."""
         indices = np.asarray(indices, dtype=np.int64)
         if indices.size and (indices.min() < -self.n_graphs or indices.max() >= self.n_graphs):
@@ -247,7 +247,7 @@ class GraphBatch:
             name=self.name,
         )
 
-    def chunks(self, size: int) -> list["GraphBatch"]:
+    def chunks(self, size: int) -> list[GraphBatch]:
         """Consecutive sub-batches of ``size`` graphs (the last may be shorter)."""
         return [self[i : i + size] for i in range(0, self.n_graphs, size)]
 
@@ -264,7 +264,7 @@ class GraphBatch:
         y: np.ndarray | list | None = None,
         graph_ids: np.ndarray | list | None = None,
         name: str = "",
-    ) -> "GraphBatch":
+    ) -> GraphBatch:
         """Build a batch from per-graph arrays (local 0-based edge endpoints).
 
         Edges may be given in either or both directions; they are canonicalised to one
@@ -309,7 +309,7 @@ class GraphBatch:
         )
 
     @staticmethod
-    def concat(batches: list["GraphBatch"], name: str = "") -> "GraphBatch":
+    def concat(batches: list[GraphBatch], name: str = "") -> GraphBatch:
         """Concatenate batches; optional arrays must be present in all or none."""
         if not batches:
             raise ValueError("nothing to concatenate")

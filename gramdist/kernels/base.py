@@ -43,7 +43,7 @@ class Embedding(Protocol):
 
     def __len__(self) -> int: ...
 
-    def __getitem__(self, key: slice) -> "Embedding": ...
+    def __getitem__(self, key: slice) -> Embedding: ...
 
 
 @dataclass
@@ -63,7 +63,7 @@ class KernelState:
                 raise ValueError(f"state array name {name!r} must match [A-Za-z0-9_.-]+")
 
     @classmethod
-    def from_store_parts(cls, arrays: dict[str, np.ndarray], attrs: dict[str, Any]) -> "KernelState":
+    def from_store_parts(cls, arrays: dict[str, np.ndarray], attrs: dict[str, Any]) -> KernelState:
         return cls(arrays=dict(arrays), attrs=dict(attrs))
 
 

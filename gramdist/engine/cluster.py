@@ -1,0 +1,99 @@
+"""Getting a Dask client: an existing scheduler, an HPC cluster, or an embedded LocalCluster."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from gramdist.errors import JobError
+
+
+def make_security(spec: dict[str, Any] | None) -> Any:
+    """``distributed.security.Security`` from the job's ``cluster.security`` mapping.
+
+    Keys: ``tls_ca_file``, ``tls_client_cert``, ``tls_client_key`` (paths) and
+    ``require_encryption`` (default true). ``None`` means plain TCP.
+    """
+    if not spec:
+        return None
+    from distributed.security import Security
+
+    allowed = {"tls_ca_file", "tls_client_cert", "tls_client_key", "require_encryption"}
+    unknown = set(spec) - allowed
+    if unknown:
+        raise JobError(f"cluster.security: unknown key(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(allowed))}")
+    for key in ("tls_ca_file", "tls_client_cert", "tls_client_key"):
+        if key in spec and not os.path.exists(spec[key]):
+            raise JobError(f"cluster.security.{key}: file not found: {spec[key]}")
+    return Security(
+        tls_ca_file=spec.get("tls_ca_file"),
+        tls_client_cert=spec.get("tls_client_cert"),
+        tls_client_key=spec.get("tls_client_key"),
+        require_encryption=spec.get("require_encryption", True),
+    )
+
+
+def _jobqueue_cluster(spec: dict[str, Any]) -> Any:
+    """A dask_jobqueue cluster from ``cluster.jobqueue``: ``{kind: slurm|pbs|sge|lsf, jobs: N, ...}``.
+
+    Every other key is passed to the dask_jobqueue class (cores, memory, queue, account,
+    walltime, processes, job_extra_directives, ...).
+    """
+    spec = dict(spec)
+    kind = str(spec.pop("kind", "slurm")).lower()
+    jobs = int(spec.pop("jobs", 1))
+    try:
+        import dask_jobqueue
+    except ImportError:
+        raise JobError("cluster.jobqueue needs the dask-jobqueue package (pip install dask-jobqueue)") from None
+    classes = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster", "lsf": "LSFCluster",
+               "htcondor": "HTCondorCluster", "oar": "OARCluster"}
+    if kind not in classes:
+        raise JobError(f"cluster.jobqueue.kind: unknown {kind!r}; one of {', '.join(classes)}")
+    cluster = getattr(dask_jobqueue, classes[kind])(**spec)
+    cluster.scale(jobs=jobs)
+    return cluster
+
+
+@contextlib.contextmanager
+def connect(cluster_spec: dict[str, Any], scheduler: str | None = None) -> Iterator[Any]:
+    """Yield a ``distributed.Client`` for the job, closing what this function started.
+
+    Order: ``scheduler`` argument, then ``cluster.scheduler``, then ``$DASK_SCHEDULER_ADDRESS``
+    connect to an existing cluster; else ``cluster.jobqueue`` starts HPC workers; else a
+    LocalCluster sized to the machine (one single-threaded worker process per core by default).
+    """
+    from distributed import Client, LocalCluster
+
+    security = make_security(cluster_spec.get("security"))
+    address = scheduler or cluster_spec.get("scheduler") or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    if address:
+        try:
+            client = Client(address, security=security, timeout="20s")
+        except OSError as exc:
+            raise JobError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    if cluster_spec.get("jobqueue"):
+        cluster = _jobqueue_cluster(cluster_spec["jobqueue"])
+    else:
+        n_workers = cluster_spec.get("n_workers") or os.cpu_count() or 1
+        cluster = LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=cluster_spec.get("threads_per_worker") or 1,
+            processes=True,
+            memory_limit=cluster_spec.get("memory_limit", "auto"),
+            dashboard_address=cluster_spec.get("dashboard_address") or ":0",
+            silence_logs="error",
+        )
+    client = Client(cluster, security=security)
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()

@@ -1,0 +1,90 @@
+"""Functions the engine runs on Dask workers: plain Python, no Dask imports.
+
+Each takes everything it needs as arguments (kernel object, state, graphs or embeddings, the
+store path) and returns only small results, so tasks are cheap to ship, recomputable after a
+worker dies, and idempotent: rewriting a tile with the same values is harmless.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from gramdist.engine.store import TileGrid, gram_array, read_state
+from gramdist.errors import TileError
+from gramdist.graphs import GraphBatch
+from gramdist.kernels.base import GraphKernel, KernelState
+from gramdist.testing import normalize_block
+
+
+def fit_task(kernel: GraphKernel, sample: GraphBatch, seed: int) -> KernelState:
+    """Learn the kernel's state on the fit sample."""
+    return kernel.fit(sample, seed)
+
+
+def load_state_task(store_path: str) -> KernelState:
+    """Read the fitted state from the store: a recomputable way to share it with workers."""
+    return read_state(store_path)
+
+
+def embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch) -> Any:
+    """Embeddings of one chunk of graphs."""
+    emb = kernel.embed(graphs, state)
+    if len(emb) != len(graphs):
+        raise RuntimeError(f"{type(kernel).__name__}.embed returned {len(emb)} rows for {len(graphs)} graphs")
+    return emb
+
+
+def diag_task(kernel: GraphKernel, state: KernelState, emb: Any) -> np.ndarray:
+    """K(g, g) for the graphs of one embedded chunk."""
+    return np.asarray(kernel.self_similarity(emb, state), dtype=np.float64)
+
+
+def tile_task(
+    kernel: GraphKernel,
+    state: KernelState,
+    emb_rows: Any,
+    emb_cols: Any,
+    diag_rows: np.ndarray | None,
+    diag_cols: np.ndarray | None,
+    store_path: str,
+    grid: TileGrid,
+    tile: tuple[int, int],
+    graph_ids: tuple[tuple[int, int], tuple[int, int]],
+    inject_failure: tuple[int, int] | None = None,
+) -> tuple[tuple[int, int], float]:
+    """Compute tile ``(i, j)``, write it (and its mirror) into the store, return timing.
+
+    Diagonal tiles of a symmetric Gram are symmetrised from their upper triangle so that the
+    stored matrix is exactly symmetric. ``diag_rows``/``diag_cols`` given means normalise.
+    """
+    t0 = time.perf_counter()
+    i, j = tile
+    try:
+        if inject_failure == tile:
+            raise FloatingPointError("injected failure (testing hook)")
+        block = np.asarray(kernel.pairwise(emb_rows, emb_cols, state), dtype=np.float64)
+        expected = (len(emb_rows), len(emb_cols))
+        if block.shape != expected:
+            raise ValueError(f"pairwise returned shape {block.shape}, expected {expected}")
+        if grid.symmetric and i == j:
+            block = np.triu(block) + np.triu(block, 1).T
+        if diag_rows is not None:
+            block = normalize_block(block, diag_rows, diag_cols)
+        if not np.all(np.isfinite(block)):
+            raise FloatingPointError("non-finite kernel values")
+    except Exception as exc:
+        (r0, r1), (c0, c1) = graph_ids
+        raise TileError(
+            f"tile ({i}, {j}) failed (row graphs {r0}..{r1}, column graphs {c0}..{c1}): "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    gram = gram_array(store_path)
+    r0, r1 = grid.row_range(i)
+    c0, c1 = grid.col_range(j)
+    gram[r0:r1, c0:c1] = block
+    if grid.symmetric and i != j:
+        gram[c0:c1, r0:r1] = block.T
+    return tile, time.perf_counter() - t0

@@ -1,0 +1,225 @@
+"""Job files: loading, validation, ``--set`` overrides and grid expansion.
+
+A job is a YAML mapping with these sections (all but ``dataset`` and ``kernel`` optional)::
+
+    dataset:  {name: MUTAG}            # or {path: /data/MUTAG} or {synthetic: {...}};
+                                       # optional node_attributes: all|none|[cols], limit: k
+    kernel:   {name: wl, h: 5}         # every other key is a parameter of the kernel
+    fit:      {sample_size: null, seed: 0, from_store: null}
+    gram:     {tile_size: 256, normalize: false}
+    test:     {dataset: {name: ...}}   # rectangular K(test, train); fit on `dataset`
+    output:   mutag-wl.zarr            # default: <job file stem>.zarr in the working dir
+    cluster:  {scheduler: null, n_workers: null, threads_per_worker: 1, memory_limit: auto,
+               max_tiles_in_flight: null, security: {...}, jobqueue: {...}}
+    grid:     {kernel.h: [1, 2, 3]}    # one store per combination
+    stream / learner:                  # graph-stream jobs (``gramdist stream``)
+
+Unknown keys are rejected with a :class:`~gramdist.errors.JobError` naming the key.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gramdist.errors import JobError
+
+_SECTIONS: dict[str, dict[str, tuple[type, ...]] | None] = {
+    # None: free-form mapping validated elsewhere (dataset loader, kernel, stream module)
+    "dataset": None,
+    "kernel": None,
+    "fit": {"sample_size": (int, type(None)), "seed": (int,), "from_store": (str, type(None))},
+    "gram": {"tile_size": (int,), "normalize": (bool,), "compression_level": (int,)},
+    "test": {"dataset": (dict, str)},
+    "output": None,
+    "cluster": {
+        "scheduler": (str, type(None)),
+        "n_workers": (int, type(None)),
+        "threads_per_worker": (int,),
+        "memory_limit": (str, int, type(None)),
+        "max_tiles_in_flight": (int, type(None)),
+        "security": (dict, type(None)),
+        "jobqueue": (dict, type(None)),
+        "dashboard_address": (str, type(None)),
+    },
+    "grid": None,
+    "stream": None,
+    "learner": None,
+}
+
+DEFAULTS: dict[str, Any] = {
+    "fit": {"sample_size": None, "seed": 0, "from_store": None},
+    "gram": {"tile_size": 256, "normalize": False, "compression_level": 1},
+    "cluster": {
+        "scheduler": None,
+        "n_workers": None,
+        "threads_per_worker": 1,
+        "memory_limit": "auto",
+        "max_tiles_in_flight": None,
+        "security": None,
+        "jobqueue": None,
+        "dashboard_address": ":0",
+    },
+}
+
+
+def load_job(path: str | os.PathLike, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Read a job file, apply ``KEY=VALUE`` overrides, validate, and fill defaults.
+
+    The returned dict has ``_job_name`` (the file stem) and, when the job (after overrides)
+    holds a grid, ``grid`` as a dict of dotted key -> list of values.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise JobError(f"{p}: job file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JobError(f"{p}: cannot read job file: {exc}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise JobError(f"{p}{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise JobError(f"{p}: a job file must be a mapping of sections, got {type(raw).__name__}")
+    job = apply_overrides(raw, overrides or [])
+    job["_job_name"] = p.stem
+    return validate_job(job, source=str(p))
+
+
+def parse_override(item: str) -> tuple[str, Any, bool]:
+    """``"kernel.h=1,2,3"`` -> ``("kernel.h", [1, 2, 3], True)``; the flag marks a grid.
+
+    Values are parsed as YAML scalars; an unquoted, unbracketed comma-separated value is a
+    grid over its parts. Quote the value (``--set 'x="a,b"'``) to keep a comma literally.
+    """
+    if "=" not in item:
+        raise JobError(f"--set {item!r}: expected KEY=VALUE")
+    key, value = item.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise JobError(f"--set {item!r}: invalid key {key!r}")
+    text = value.strip()
+    if "," in text and text[:1] not in "[{\"'":
+        return key, [_yaml_scalar(v.strip(), item) for v in text.split(",")], True
+    return key, _yaml_scalar(text, item), False
+
+
+def _yaml_scalar(text: str, item: str) -> Any:
+    try:
+        return yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        raise JobError(f"--set {item!r}: cannot parse value {text!r}") from None
+
+
+def apply_overrides(job: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Copy of ``job`` with dotted ``KEY=VALUE`` overrides applied (grids go to ``grid``)."""
+    job = copy.deepcopy(job)
+    for item in overrides:
+        key, value, is_grid = parse_override(item)
+        if is_grid:
+            grid = job.setdefault("grid", {}) or {}
+            grid[key] = value
+            job["grid"] = grid
+        else:
+            set_dotted(job, key, value)
+    return job
+
+
+def set_dotted(job: dict[str, Any], key: str, value: Any) -> None:
+    """Set ``job["a"]["b"] = value`` for ``key == "a.b"``, creating mappings on the way."""
+    parts = key.split(".")
+    node = job
+    for part in parts[:-1]:
+        nxt = node.get(part)
+        if nxt is None:
+            nxt = node[part] = {}
+        if not isinstance(nxt, dict):
+            raise JobError(f"--set {key}: {part!r} is not a section")
+        node = nxt
+    node[parts[-1]] = value
+
+
+def validate_job(job: dict[str, Any], source: str = "job") -> dict[str, Any]:
+    """Check sections and key types, fill defaults; raise :class:`JobError` naming the key."""
+    job = copy.deepcopy(job)
+    for section in job:
+        if section.startswith("_"):
+            continue
+        if section not in _SECTIONS:
+            raise JobError(f"{source}: unknown section {section!r}; allowed: {', '.join(_SECTIONS)}")
+    for section, schema in _SECTIONS.items():
+        value = job.get(section)
+        if schema is None or value is None:
+            continue
+        if not isinstance(value, dict):
+            raise JobError(f"{source}: section {section!r} must be a mapping")
+        for key, val in value.items():
+            if key not in schema:
+                raise JobError(f"{source}: unknown key {section}.{key}; allowed: {', '.join(schema)}")
+            types = schema[key]
+            if not isinstance(val, types) or (isinstance(val, bool) and bool not in types):
+                names = "/".join("null" if t is type(None) else t.__name__ for t in types)
+                raise JobError(f"{source}: {section}.{key} must be {names}, got {val!r}")
+    for section, defaults in DEFAULTS.items():
+        merged = dict(defaults)
+        merged.update(job.get(section) or {})
+        job[section] = merged
+    if "stream" not in job:
+        if "dataset" not in job:
+            raise JobError(f"{source}: missing section 'dataset'")
+        if not isinstance(job.get("kernel"), dict) or "name" not in job["kernel"]:
+            raise JobError(f"{source}: section 'kernel' must name a kernel (kernel.name)")
+    gram = job["gram"]
+    if gram["tile_size"] < 1:
+        raise JobError(f"{source}: gram.tile_size must be >= 1, got {gram['tile_size']}")
+    fit = job["fit"]
+    if fit["sample_size"] is not None and fit["sample_size"] < 1:
+        raise JobError(f"{source}: fit.sample_size must be >= 1 or null, got {fit['sample_size']}")
+    if job.get("output") is not None and not isinstance(job["output"], str):
+        raise JobError(f"{source}: output must be a path string")
+    grid = job.get("grid")
+    if grid:
+        if not isinstance(grid, dict):
+            raise JobError(f"{source}: grid must map dotted keys to lists of values")
+        for key, values in grid.items():
+            if not isinstance(values, list) or not values:
+                raise JobError(f"{source}: grid.{key} must be a non-empty list")
+            if key.split(".")[0] not in ("kernel", "fit", "gram", "dataset"):
+                raise JobError(f"{source}: grid key {key!r} must start with kernel., fit., gram. or dataset.")
+    return job
+
+
+def expand_grid(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """One ``(setting_name, job)`` per grid combination; ``[("", job)]`` without a grid.
+
+    Setting names read like ``h-2_eta-0.5`` (last component of each key), usable as file names.
+    """
+    grid = job.get("grid") or {}
+    base = {k: v for k, v in job.items() if k != "grid"}
+    if not grid:
+        return [("", base)]
+    keys = list(grid)
+    out = []
+    for combo in itertools.product(*(grid[k] for k in keys)):
+        j = copy.deepcopy(base)
+        parts = []
+        for key, value in zip(keys, combo):
+            set_dotted(j, key, value)
+            parts.append(f"{key.split('.')[-1]}-{_name_value(value)}")
+        out.append(("_".join(parts), j))
+    return out
+
+
+def _name_value(value: Any) -> str:
+    text = str(value).replace("/", "-").replace(" ", "")
+    return "".join(c for c in text if c.isalnum() or c in "-.+")
