@@ -76,6 +76,8 @@ def _check_output_location(path: str, n_rows: int, n_cols: int) -> None:
     parent = target.parent
     while not parent.exists():
         parent = parent.parent
+    if not parent.is_dir():
+        raise StoreError(f"{path}: output location is not writable ({parent} is not a directory)")
     if not os.access(parent, os.W_OK):
         raise StoreError(f"{path}: output location is not writable ({parent})")
     if target.exists() and not os.access(target, os.W_OK):
@@ -178,7 +180,7 @@ def run_job(
     t = time.perf_counter()
     with ctx as client:
         timings["cluster_s"] = time.perf_counter() - t
-        link = getattr(client, "dashboard_link", None)
+        link = _dashboard(client)
         n_threads = sum(client.nthreads().values()) or 1
         log(f"gramdist: {kernel!r} on {grid.n_rows}x{grid.n_cols} graphs, {len(grid.tiles())} tiles "
             f"of {tile}, {len(client.nthreads())} workers ({n_threads} threads); dashboard: {link}")
@@ -353,6 +355,16 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
     log(f"gramdist: {computed} tiles computed ({already} already done) in {timings['tiles_s']:.2f} s "
         f"({rate:.1f} tiles/s); store {path} {'complete' if complete else 'INCOMPLETE (rerun to resume)'}")
     return RunResult(path, len(all_tiles), computed, already, complete, timings, notes)
+
+
+def _dashboard(client: Any) -> str:
+    """The dashboard address, or why there is none (it needs bokeh)."""
+    import importlib.util
+
+    link = getattr(client, "dashboard_link", None)
+    if importlib.util.find_spec("bokeh") is None:
+        return f"unavailable here (install gramdist[dashboard] for {link})"
+    return str(link)
 
 
 def _gather_diag(client: Any, kernel: Any, state_f: Any, embs: dict[int, Any], token: str, tag: str) -> np.ndarray:

@@ -1,0 +1,74 @@
+"""Shared benchmark plumbing: run a command, sample the peak memory of its process tree.
+
+Peak memory is sampled every 20 ms with psutil over the process and all its descendants
+(Dask worker processes included): ``peak_total_mb`` is the largest sum over the tree seen at
+one instant, ``peak_process_mb`` the largest single process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def run_measured(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> dict:
+    """Run ``cmd``; return wall seconds, peak memory of its tree, stdout, stderr, returncode."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env or os.environ.copy(), cwd=cwd or ROOT)
+    peak = {"total": 0, "single": 0}
+    stop = threading.Event()
+
+    def sample() -> None:
+        root = psutil.Process(proc.pid)
+        while not stop.is_set():
+            try:
+                procs = [root, *root.children(recursive=True)]
+                rss = []
+                for p in procs:
+                    try:
+                        rss.append(p.memory_info().rss)
+                    except psutil.Error:
+                        pass
+                peak["total"] = max(peak["total"], sum(rss))
+                peak["single"] = max(peak["single"], max(rss, default=0))
+            except psutil.Error:
+                pass
+            time.sleep(0.02)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    stop.set()
+    th.join()
+    return {"wall_s": wall, "peak_total_mb": peak["total"] / 2**20, "peak_process_mb": peak["single"] / 2**20,
+            "stdout": out, "stderr": err, "returncode": proc.returncode}
+
+
+def gramdist_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "gramdist.cli", *args]
+
+
+def save(name: str, payload: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2))
+    return path
+
+
+def last_json_line(text: str) -> dict:
+    for line in reversed(text.strip().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise ValueError(f"no JSON line in output:\n{text[-2000:]}")

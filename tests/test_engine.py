@@ -1,0 +1,190 @@
+"""The engine: tiling, mirroring, workers, resume, rectangular mode, normalisation, failures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zarr
+
+from gramdist.datasets import load_dataset
+from gramdist.engine.runner import run_job
+from gramdist.engine.store import open_gram, read_state, store_info
+from gramdist.errors import StoreError, TileError
+from gramdist.jobs import validate_job
+from gramdist.kernels.sparse_features import dot
+from gramdist.kernels.wl import WLSubtreeKernel
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0", silence_logs="error") as c:
+        with Client(c) as cl:
+            yield cl
+
+
+def mutag_job(**gram):
+    return validate_job({"dataset": {"name": "MUTAG"}, "kernel": {"name": "wl", "h": 3},
+                         "gram": {"tile_size": 64, **gram}, "_job_name": "mutag-wl"})
+
+
+def reference(mutag, h=3):
+    f = WLSubtreeKernel(h).features(mutag)
+    return dot(f, f)
+
+
+def test_gram_bitwise_identical_for_tile_sizes(client, tmp_path, mutag, dataset_dir):
+    dataset_dir("MUTAG")
+    grams = []
+    for t in (7, 64, len(mutag)):
+        res = run_job(mutag_job(tile_size=t), out=str(tmp_path / f"t{t}.zarr"), client=client, progress=False)
+        assert res.complete
+        grams.append(open_gram(res.store)[0])
+    assert np.array_equal(grams[0], grams[1]) and np.array_equal(grams[1], grams[2])
+    assert np.array_equal(grams[0], reference(mutag))
+    assert np.array_equal(grams[0], grams[0].T)
+
+
+def test_gram_identical_for_one_and_two_workers(client, tmp_path, dataset_dir):
+    from distributed import Client, LocalCluster
+
+    dataset_dir("MUTAG")
+    job = mutag_job(tile_size=32, normalize=True)
+    a = run_job(job, out=str(tmp_path / "two.zarr"), client=client, progress=False)
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0", silence_logs="error") as c:
+        with Client(c) as one:
+            b = run_job(job, out=str(tmp_path / "one.zarr"), client=one, progress=False)
+    assert np.array_equal(open_gram(a.store)[0], open_gram(b.store)[0])
+
+
+def test_store_layout_and_attributes(client, tmp_path, mutag, dataset_dir):
+    dataset_dir("MUTAG")
+    res = run_job(mutag_job(tile_size=50), out=str(tmp_path / "s.zarr"), client=client, progress=False)
+    root = zarr.open_group(res.store, mode="r")
+    assert root["gram"].shape == (188, 188) and root["gram"].chunks == (50, 50)
+    assert root["tiles_done"].shape == (4, 4)
+    mask = root["tiles_done"][...]
+    assert np.array_equal(mask, np.triu(np.ones((4, 4), dtype=np.uint8)))  # upper triangle only
+    assert np.array_equal(root["y"][...], mutag.y)
+    assert np.array_equal(root["graph_ids"][...], mutag.graph_ids)
+    assert np.array_equal(root["diag"][...], np.diag(reference(mutag)))
+    attrs = dict(root.attrs)
+    assert attrs["complete"] and attrs["kernel"] == {"name": "wl", "params": {"h": 3}}
+    assert attrs["dataset"]["checksum"] == mutag.checksum() and attrs["dataset"]["n_graphs"] == 188
+    assert attrs["fit"]["seed"] == 0 and attrs["normalize"] is False
+    state = read_state(res.store)
+    assert state.arrays["labels"].dtype == np.uint64 and len(state.arrays["labels"]) > 0
+    assert np.array_equal(root["fit_indices"][...], np.arange(188))
+    # every persisted file is JSON metadata or a Zarr chunk: nothing to unpickle
+    for f in (tmp_path / "s.zarr").rglob("*"):
+        assert not f.name.endswith((".pkl", ".pickle"))
+
+
+def test_resume_computes_only_missing_tiles(client, tmp_path, dataset_dir):
+    dataset_dir("MUTAG")
+    job = mutag_job(tile_size=20)
+    path = str(tmp_path / "r.zarr")
+    first = run_job(job, out=path, client=client, progress=False, stop_after_tiles=17)
+    assert first.tiles_computed == 17 and not first.complete
+    assert store_info(path)["complete"] is False
+    with pytest.raises(StoreError, match="incomplete"):
+        open_gram(path)
+    second = run_job(job, out=path, client=client, progress=False)
+    assert second.tiles_already_done == 17 and second.tiles_computed == first.tiles_total - 17
+    assert second.complete
+    full = run_job(job, out=str(tmp_path / "full.zarr"), client=client, progress=False)
+    assert np.array_equal(open_gram(path)[0], open_gram(full.store)[0])
+    third = run_job(job, out=path, client=client, progress=False)
+    assert third.tiles_computed == 0
+
+
+def test_rerun_into_store_of_other_job_is_refused(client, tmp_path, dataset_dir):
+    dataset_dir("MUTAG")
+    path = str(tmp_path / "x.zarr")
+    run_job(mutag_job(), out=path, client=client, progress=False)
+    other = validate_job({"dataset": {"name": "MUTAG"}, "kernel": {"name": "wl", "h": 2},
+                          "gram": {"tile_size": 64}})
+    with pytest.raises(StoreError, match="kernel"):
+        run_job(other, out=path, client=client, progress=False)
+
+
+def test_normalized_gram_has_unit_diagonal(client, tmp_path, mutag, dataset_dir):
+    dataset_dir("MUTAG")
+    res = run_job(mutag_job(tile_size=40, normalize=True), out=str(tmp_path / "n.zarr"), client=client,
+                  progress=False)
+    k = open_gram(res.store)[0]
+    ref = reference(mutag)
+    d = np.sqrt(np.diag(ref))
+    np.testing.assert_allclose(k, ref / d[:, None] / d[None, :], rtol=1e-15, atol=0)
+    np.testing.assert_allclose(np.diag(k), 1.0, rtol=1e-15)
+
+
+def test_rectangular_test_by_train(client, tmp_path, mutag, dataset_dir):
+    folder = dataset_dir("MUTAG")
+    job = validate_job({
+        "dataset": {"path": str(folder), "limit": 150},
+        "test": {"dataset": {"synthetic": {"n_graphs": 30, "n_nodes": 15, "avg_degree": 2.0,
+                                           "n_labels": 7, "attr_dim": 0, "seed": 3}}},
+        "kernel": {"name": "wl", "h": 2}, "gram": {"tile_size": 16, "normalize": True},
+    })
+    res = run_job(job, out=str(tmp_path / "rect.zarr"), client=client, progress=False)
+    k, _ = open_gram(res.store)
+    assert k.shape == (30, 150)
+    train = load_dataset(job["dataset"])
+    test = load_dataset(job["test"]["dataset"])
+    kern = WLSubtreeKernel(2)
+    ft, fr = kern.features(test), kern.features(train)
+    raw = dot(ft, fr)
+    expected = raw / np.sqrt(np.diag(dot(ft, ft)))[:, None] / np.sqrt(np.diag(dot(fr, fr)))[None, :]
+    np.testing.assert_allclose(k, expected, rtol=1e-15)
+    root = zarr.open_group(res.store, mode="r")
+    assert root["tiles_done"][...].all() and "diag_cols" in root
+
+
+def test_failing_tile_names_tile_and_graphs_and_store_stays_resumable(client, tmp_path, dataset_dir):
+    dataset_dir("MUTAG")
+    job = mutag_job(tile_size=50)
+    path = str(tmp_path / "f.zarr")
+    with pytest.raises(TileError, match=r"tile \(1, 2\) failed \(row graphs 51\.\.100, column graphs 101\.\.150\)"):
+        run_job(job, out=path, client=client, progress=False, inject_failure=(1, 2))
+    assert store_info(path)["complete"] is False
+    res = run_job(job, out=path, client=client, progress=False)
+    assert res.complete and res.tiles_already_done >= 1
+
+
+def test_output_under_a_file_fails_before_compute(client, tmp_path, dataset_dir):
+    dataset_dir("MUTAG")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StoreError, match="not writable"):
+        run_job(mutag_job(), out=str(blocker / "g.zarr"), client=client, progress=False)
+    assert not (tmp_path / "file" / "g.zarr").exists()
+
+
+def test_unwritable_output_fails_before_compute(client, tmp_path, dataset_dir):
+    dataset_dir("MUTAG")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        import os
+
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        with pytest.raises(StoreError, match="not writable"):
+            run_job(mutag_job(), out=str(locked / "g.zarr"), client=client, progress=False)
+    finally:
+        locked.chmod(0o700)
+
+
+def test_fit_sample_is_seeded(client, tmp_path, dataset_dir):
+    dataset_dir("MUTAG")
+    job = validate_job({"dataset": {"name": "MUTAG"}, "kernel": {"name": "wl", "h": 2},
+                        "fit": {"sample_size": 40, "seed": 7}, "gram": {"tile_size": 100}})
+    a = run_job(job, out=str(tmp_path / "a.zarr"), client=client, progress=False)
+    b = run_job(job, out=str(tmp_path / "b.zarr"), client=client, progress=False)
+    ia = zarr.open_group(a.store, mode="r")["fit_indices"][...]
+    ib = zarr.open_group(b.store, mode="r")["fit_indices"][...]
+    assert len(ia) == 40 and np.array_equal(ia, ib)
+    assert np.array_equal(open_gram(a.store)[0], open_gram(b.store)[0])

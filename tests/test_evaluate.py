@@ -1,0 +1,99 @@
+"""Nested CV: selection of store and C inside the training folds only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gramdist.engine import store as st
+from gramdist.errors import StoreError
+from gramdist.evaluate import evaluate, outer_fold
+
+
+def make_store(path, k, y, checksum="same", complete=True):
+    n = len(y)
+    grid = st.TileGrid(n, n, n, True)
+    root = st.create_store(path, grid, {"gramdist_version": "test", "tile_size": n, "symmetric": True,
+                                        "dataset_checksum": checksum, "kernel": {"name": "test"}})
+    root["gram"][...] = k
+    st.write_vector(root, "y", y)
+    st.write_vector(root, "graph_ids", np.arange(n))
+    if complete:
+        st.write_done_mask(root, np.ones((1, 1), bool))
+        st.mark_complete(root, grid)
+    return str(path)
+
+
+def informative_and_noise(n=80, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.repeat([0, 1], n // 2)
+    x_good = (y[:, None] * 2.0 - 1.0) + 0.3 * rng.standard_normal((n, 3))
+    x_noise = rng.standard_normal((n, 3))
+    return y, x_good @ x_good.T, x_noise @ x_noise.T
+
+
+def test_separable_kernel_scores_perfectly(tmp_path):
+    y, good, _ = informative_and_noise()
+    s = make_store(tmp_path / "good.zarr", good, y)
+    res = evaluate([s], folds=4, repeats=2, seed=0)
+    assert res["accuracy_mean"] == 100.0 and res["accuracy_std"] == 0.0
+    assert np.array(res["fold_accuracies"]).shape == (2, 4)
+
+
+def test_store_selection_prefers_informative_kernel(tmp_path):
+    y, good, noise = informative_and_noise()
+    folder = tmp_path / "grid"
+    folder.mkdir()
+    make_store(folder / "a-noise.zarr", noise, y)
+    make_store(folder / "b-good.zarr", good, y)
+    res = evaluate([str(folder)], folds=4, repeats=1, seed=0)
+    assert len(res["stores"]) == 2
+    assert all(sel["store"].endswith("b-good.zarr") for sel in res["selections"])
+    assert res["accuracy_mean"] > 95
+
+
+def test_selection_never_sees_the_test_fold():
+    # A kernel that is perfect on the test fold only and useless on the training part must not
+    # be chosen: the inner CV sees only training rows.
+    rng = np.random.default_rng(1)
+    n = 60
+    y = np.repeat([0, 1], n // 2)
+    test = np.arange(0, n, 5)
+    train = np.setdiff1d(np.arange(n), test)
+    sign = y * 2.0 - 1.0
+    cheat = rng.standard_normal((n, n)) * 0.01
+    cheat = cheat @ cheat.T
+    cheat[np.ix_(test, test)] += np.outer(sign[test], sign[test])
+    x = sign[:, None] + 0.5 * rng.standard_normal((n, 2))
+    honest = x @ x.T
+    import gramdist.evaluate as ev
+
+    ev._load.cache_clear()
+    original = ev._load
+    ev._load = lambda p: {"cheat": cheat, "honest": honest}[p]
+    try:
+        res = outer_fold(("cheat", "honest"), y, train, test, (0.1, 1.0, 10.0), 5, 0)
+    finally:
+        ev._load = original
+    assert res["store"] == "honest"
+
+
+def test_incompatible_or_incomplete_stores_are_refused(tmp_path):
+    y, good, noise = informative_and_noise()
+    a = make_store(tmp_path / "a.zarr", good, y, checksum="one")
+    b = make_store(tmp_path / "b.zarr", noise, y, checksum="two")
+    with pytest.raises(StoreError, match="different graphs"):
+        evaluate([a, b], folds=4, repeats=1)
+    c = make_store(tmp_path / "c.zarr", good, y, complete=False)
+    with pytest.raises(StoreError, match="incomplete"):
+        evaluate([c], folds=4, repeats=1)
+    with pytest.raises(StoreError, match="fewer than --folds"):
+        evaluate([a], folds=50, repeats=1)
+
+
+def test_evaluate_is_deterministic(tmp_path):
+    y, good, noise = informative_and_noise(seed=3)
+    s = make_store(tmp_path / "n.zarr", noise + 0.5 * good, y)
+    r1 = evaluate([s], folds=5, repeats=2, seed=4)
+    r2 = evaluate([s], folds=5, repeats=2, seed=4)
+    assert r1["fold_accuracies"] == r2["fold_accuracies"]
