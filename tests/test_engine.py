@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 import zarr
@@ -19,7 +21,7 @@ from gramdist.kernels.wl import WLSubtreeKernel
 def client():
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0", silence_logs="error") as c:
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0", silence_logs=logging.ERROR) as c:
         with Client(c) as cl:
             yield cl
 
@@ -52,7 +54,7 @@ def test_gram_identical_for_one_and_two_workers(client, tmp_path, dataset_dir):
     dataset_dir("MUTAG")
     job = mutag_job(tile_size=32, normalize=True)
     a = run_job(job, out=str(tmp_path / "two.zarr"), client=client, progress=False)
-    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0", silence_logs="error") as c:
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0", silence_logs=logging.ERROR) as c:
         with Client(c) as one:
             b = run_job(job, out=str(tmp_path / "one.zarr"), client=one, progress=False)
     assert np.array_equal(open_gram(a.store)[0], open_gram(b.store)[0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -57,6 +58,18 @@ def _jobqueue_cluster(spec: dict[str, Any]) -> Any:
     return cluster
 
 
+def _check_scheme(address: str, security: Any) -> None:
+    """A clear error when the address and the TLS settings disagree (distributed raises
+    a TypeError or RuntimeError for these, which would otherwise surface as a traceback)."""
+    scheme = address.split("://", 1)[0] if "://" in address else "tcp"
+    if scheme == "tls" and security is None:
+        raise JobError(f"{address}: a tls:// scheduler needs --tls-ca-file, --tls-cert and --tls-key "
+                       "(or cluster.security in the job)")
+    if scheme != "tls" and security is not None and security.require_encryption:
+        raise JobError(f"{address}: TLS certificates were given but the address is {scheme}://; "
+                       "use tls://HOST:PORT")
+
+
 @contextlib.contextmanager
 def connect(cluster_spec: dict[str, Any], scheduler: str | None = None) -> Iterator[Any]:
     """Yield a ``distributed.Client`` for the job, closing what this function started.
@@ -70,6 +83,7 @@ def connect(cluster_spec: dict[str, Any], scheduler: str | None = None) -> Itera
     security = make_security(cluster_spec.get("security"))
     address = scheduler or cluster_spec.get("scheduler") or os.environ.get("DASK_SCHEDULER_ADDRESS")
     if address:
+        _check_scheme(address, security)
         try:
             client = Client(address, security=security, timeout="20s")
         except OSError as exc:
@@ -89,7 +103,7 @@ def connect(cluster_spec: dict[str, Any], scheduler: str | None = None) -> Itera
             processes=True,
             memory_limit=cluster_spec.get("memory_limit", "auto"),
             dashboard_address=cluster_spec.get("dashboard_address") or ":0",
-            silence_logs="error",
+            silence_logs=logging.ERROR,  # a level; the string "error" makes nannies fail
         )
     client = Client(cluster, security=security)
     try:

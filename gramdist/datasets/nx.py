@@ -1,0 +1,185 @@
+"""Conversion between NetworkX graphs and :class:`GraphBatch` (networkx is optional).
+
+networkx is imported only inside :func:`to_networkx`; :func:`from_networkx` just walks the
+graphs' ``nodes``/``edges`` views. Conventions:
+
+* Nodes are numbered in ``G.nodes`` order. Directed graphs and multigraphs are read as simple
+  undirected graphs: each ``{u, v}`` once, first occurrence (in ``G.edges`` order) wins; a
+  self-loop is kept once. Edges are stored sorted by ``(u, v)`` within each graph, as
+  :func:`~gramdist.datasets.tu.read_tu` does, so conversions round-trip exactly.
+* Categorical labels that are all integers are kept as given; otherwise (strings, tuples, ...)
+  they are encoded as their index in the sorted list of distinct values over all graphs
+  (sorted by ``repr`` when the values are not mutually comparable).
+* Numerical attributes may be scalars or equal-length sequences (width ``d``) and must be finite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from numbers import Integral
+
+import numpy as np
+
+from gramdist.errors import DatasetError
+from gramdist.graphs import GraphBatch, canonical_edges
+
+__all__ = ["from_networkx", "to_networkx"]
+
+
+def from_networkx(
+    graphs: Iterable,
+    node_label: str | None = "label",
+    node_attr: str | None = None,
+    edge_label: str | None = None,
+    edge_attr: str | None = None,
+    y: str | Sequence | np.ndarray | None = None,
+    name: str = "networkx",
+) -> GraphBatch:
+    """Build a batch from NetworkX graphs.
+
+    Parameters
+    ----------
+    graphs : iterable of networkx graphs
+    node_label : str or None
+        Node data key of the categorical node label; ``None`` for no node labels. Every node
+        must have it.
+    node_attr : str or None
+        Node data key of the numerical attributes (scalar or sequence of floats).
+    edge_label, edge_attr : str or None
+        Edge data keys, likewise.
+    y : str, array-like or None
+        Graph class labels: a key of ``G.graph``, or one value per graph.
+    name : str
+        Name given to the batch.
+
+    Returns
+    -------
+    GraphBatch
+        ``node_labels`` (N,) int64, ``node_attrs`` (N, d), ``edge_labels`` (E,),
+        ``edge_attrs`` (E, d) where requested; ``y`` (G,); ``graph_ids`` 0..G-1.
+
+    Raises
+    ------
+    DatasetError
+        A node or edge lacks a requested key, attribute widths differ, or values are not finite.
+    """
+    graphs = list(graphs)
+    if not graphs:
+        raise DatasetError("from_networkx: no graphs given")
+    edge_lists, n_nodes = [], []
+    nl_raw, na_raw, el_raw, ea_raw = [], [], [], []
+    for gi, g in enumerate(graphs):
+        index = {v: i for i, v in enumerate(g.nodes)}
+        n_nodes.append(len(index))
+        edge_data = list(g.edges(data=True))
+        edge_lists.append(np.array([(index[u], index[v]) for u, v, _ in edge_data], dtype=np.int64).reshape(-1, 2))
+        if node_label is not None:
+            nl_raw.append([_get(d, node_label, f"graph {gi} node {v!r}") for v, d in g.nodes(data=True)])
+        if node_attr is not None:
+            na_raw.append([_get(d, node_attr, f"graph {gi} node {v!r}") for v, d in g.nodes(data=True)])
+        if edge_label is not None:
+            el_raw.append([_get(d, edge_label, f"graph {gi} edge ({u!r}, {v!r})") for u, v, d in edge_data])
+        if edge_attr is not None:
+            ea_raw.append([_get(d, edge_attr, f"graph {gi} edge ({u!r}, {v!r})") for u, v, d in edge_data])
+
+    if isinstance(y, str):
+        y = [_get(g.graph, y, f"graph {gi}") for gi, g in enumerate(graphs)]
+    if y is not None:
+        y = np.asarray(y)
+        if len(y) != len(graphs):
+            raise DatasetError(f"from_networkx: {len(y)} labels in y for {len(graphs)} graphs")
+    # canonical order: each {u, v} once (first occurrence), sorted by (u, v)
+    picks = []
+    for gi, el in enumerate(edge_lists):
+        e, keep = canonical_edges(el)
+        order = np.lexsort((e[:, 1], e[:, 0]))
+        edge_lists[gi] = e[order]
+        picks.append(keep[order])
+    el_raw = [[vals[k] for k in pick] for vals, pick in zip(el_raw, picks)]
+    ea_raw = [[vals[k] for k in pick] for vals, pick in zip(ea_raw, picks)]
+    return GraphBatch.from_graphs(
+        edge_lists,
+        n_nodes,
+        node_labels=None if node_label is None else _encode(nl_raw, "node label"),
+        node_attrs=None if node_attr is None else _floats(na_raw, n_nodes, "node attribute"),
+        edge_labels=None if edge_label is None else _encode(el_raw, "edge label"),
+        edge_attrs=None if edge_attr is None else _floats(ea_raw, [len(e) for e in edge_lists], "edge attribute"),
+        y=y,
+        name=name,
+    )
+
+
+def _get(data: dict, key: str, where: str):
+    try:
+        return data[key]
+    except KeyError:
+        raise DatasetError(f"from_networkx: {where} has no {key!r}") from None
+
+
+def _encode(per_graph: list[list], what: str) -> list[np.ndarray]:
+    """Integer codes per graph: integers as given, anything else by sorted distinct value."""
+    flat = [v for vals in per_graph for v in vals]
+    if all(isinstance(v, Integral) and not isinstance(v, bool) for v in flat):
+        return [np.asarray(vals, dtype=np.int64) for vals in per_graph]
+    distinct = set(flat)
+    try:
+        ordered = sorted(distinct)
+    except TypeError:
+        ordered = sorted(distinct, key=repr)
+    code = {v: i for i, v in enumerate(ordered)}
+    return [np.array([code[v] for v in vals], dtype=np.int64) for vals in per_graph]
+
+
+def _floats(per_graph: list[list], counts: list[int], what: str) -> list[np.ndarray]:
+    out, width = [], None
+    for vals, n in zip(per_graph, counts):
+        try:
+            a = np.asarray(vals, dtype=np.float64).reshape(n, -1) if n else None
+        except (ValueError, TypeError):
+            raise DatasetError(f"from_networkx: {what} values must be numbers or equal-length sequences") from None
+        if a is None:
+            continue
+        if width is not None and a.shape[1] != width:
+            raise DatasetError(f"from_networkx: {what} width {a.shape[1]} differs from {width}")
+        width = a.shape[1]
+        if not np.isfinite(a).all():
+            raise DatasetError(f"from_networkx: {what} values must be finite")
+        out.append(a)
+    width = width or 1
+    it = iter(out)
+    return [next(it) if n else np.zeros((0, width)) for n in counts]
+
+
+def to_networkx(batch: GraphBatch) -> list:
+    """One ``networkx.Graph`` per graph of ``batch``.
+
+    Nodes are ``0..n-1``; node data ``label`` (int) and ``attr`` (list of float) where the batch
+    has them, edge data likewise, graph data ``label`` (y) and ``graph_id``. So
+    ``from_networkx(to_networkx(b), "label", "attr", "label", "attr", y="label")`` rebuilds
+    ``b`` (up to ``graph_ids`` and ``name``).
+    """
+    import networkx as nx
+
+    out = []
+    for g in batch:
+        G = nx.Graph(graph_id=g.graph_id)
+        if g.y is not None:
+            G.graph["label"] = g.y
+        nodes = {i: {} for i in range(g.n_nodes)}
+        if g.node_labels is not None:
+            for i, lab in enumerate(g.node_labels.tolist()):
+                nodes[i]["label"] = lab
+        if g.node_attrs is not None:
+            for i, row in enumerate(g.node_attrs.tolist()):
+                nodes[i]["attr"] = row
+        G.add_nodes_from(nodes.items())
+        edata = [{} for _ in range(len(g.edges))]
+        if g.edge_labels is not None:
+            for d, lab in zip(edata, g.edge_labels.tolist()):
+                d["label"] = lab
+        if g.edge_attrs is not None:
+            for d, row in zip(edata, g.edge_attrs.tolist()):
+                d["attr"] = row
+        G.add_edges_from((u, v, d) for (u, v), d in zip(g.edges.tolist(), edata))
+        out.append(G)
+    return out

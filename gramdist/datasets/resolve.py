@@ -1,0 +1,156 @@
+"""Find the folder of a dataset named in a job, downloading it from the TU collection if needed.
+
+Search order for ``name`` (the first folder ``<root>/<name>`` that exists wins):
+
+1. each root in ``$GRAMDIST_DATA`` (``os.pathsep``-separated);
+2. ``../shared/datasets`` relative to the current working directory;
+3. ``../shared/datasets`` relative to the repository root (the parent of the ``gramdist``
+   package, when it is a source checkout holding ``pyproject.toml``: an editable install);
+4. the download cache ``$GRAMDIST_CACHE/datasets`` (default ``~/.cache/gramdist/datasets``).
+
+If none holds it, the zip is fetched from ``$GRAMDIST_TU_URL`` (a template with ``{name}``;
+default the TU Dortmund collection, :data:`TU_URL`) into a temporary file in the cache,
+checked to be a zip holding ``NAME_A.txt``, ``NAME_graph_indicator.txt`` and
+``NAME_graph_labels.txt``, extracted into a temporary folder and renamed into place
+atomically, so a crash or a concurrent download never leaves a half-written dataset.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from pathlib import Path, PurePosixPath
+
+from gramdist.errors import DatasetError
+
+__all__ = ["TU_URL", "dataset_search_path", "cache_dir", "resolve_dataset", "download_tu"]
+
+#: Public zip of each TU dataset; ``$GRAMDIST_TU_URL`` overrides it (tests use a local server).
+TU_URL = "https://www.chrsmrrs.com/graphkerneldatasets/{name}.zip"
+_REQUIRED = ("A", "graph_indicator", "graph_labels")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
+def cache_dir() -> Path:
+    """Folder where downloaded datasets are kept: ``$GRAMDIST_CACHE/datasets``."""
+    base = os.environ.get("GRAMDIST_CACHE") or Path.home() / ".cache" / "gramdist"
+    return Path(base) / "datasets"
+
+
+def dataset_search_path() -> list[Path]:
+    """The folders searched for ``<root>/<name>``, in order (the download cache last)."""
+    roots = [Path(p) for p in os.environ.get("GRAMDIST_DATA", "").split(os.pathsep) if p]
+    roots.append(Path.cwd() / ".." / "shared" / "datasets")
+    repo = Path(__file__).resolve().parents[2]
+    if (repo / "pyproject.toml").is_file():
+        roots.append(repo / ".." / "shared" / "datasets")
+    roots.append(cache_dir())
+    seen, unique = set(), []
+    for r in roots:
+        key = os.path.normpath(os.path.abspath(r))
+        if key not in seen:
+            seen.add(key)
+            unique.append(r)
+    return unique
+
+
+def resolve_dataset(name: str, download: bool = True) -> Path:
+    """Folder of the TU dataset ``name``, searching :func:`dataset_search_path`.
+
+    Parameters
+    ----------
+    name : str
+        Dataset name as in the TU collection, e.g. ``"MUTAG"``.
+    download : bool
+        Fetch it into the cache when no folder has it (see the module docstring).
+
+    Raises
+    ------
+    DatasetError
+        Invalid name, or not found (listing the folders searched) and not downloadable.
+    """
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise DatasetError(f"dataset name {name!r} is not a valid TU dataset name")
+    roots = dataset_search_path()
+    for root in roots:
+        if (root / name).is_dir():
+            return root / name
+    if not download:
+        raise DatasetError(
+            f"dataset {name} not found in {', '.join(str(r) for r in roots)} (downloads disabled)"
+        )
+    try:
+        return download_tu(name)
+    except DatasetError as exc:
+        raise DatasetError(f"{exc} (and not found in {', '.join(str(r) for r in roots[:-1])})") from None
+
+
+def download_tu(name: str, dest: Path | None = None, timeout: float = 60.0) -> Path:
+    """Download and extract the TU zip of ``name`` into ``dest`` (default :func:`cache_dir`).
+
+    Returns ``dest / name``. Raises :class:`DatasetError` naming the URL on a network error,
+    an HTTP error, a file that is not a zip, or a zip without the required files.
+    """
+    dest = Path(dest) if dest is not None else cache_dir()
+    target = dest / name
+    if target.is_dir():
+        return target
+    url = os.environ.get("GRAMDIST_TU_URL", TU_URL).format(name=name)
+    dest.mkdir(parents=True, exist_ok=True)
+    fd, tmp_zip = tempfile.mkstemp(prefix=f".{name}.", suffix=".zip.part", dir=dest)
+    tmp_dir = None
+    try:
+        try:
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
+                shutil.copyfileobj(resp, out, length=1 << 20)
+        except urllib.error.HTTPError as exc:
+            raise DatasetError(f"{url}: download failed (HTTP {exc.code} {exc.reason})") from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise DatasetError(f"{url}: download failed ({reason})") from None
+        if not zipfile.is_zipfile(tmp_zip):
+            raise DatasetError(f"{url}: the download is not a zip file")
+        tmp_dir = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=dest))
+        _extract(tmp_zip, name, tmp_dir, url)
+        try:
+            os.rename(tmp_dir, target)  # atomic on one file system
+            tmp_dir = None
+        except OSError:
+            if not target.is_dir():  # not a concurrent download that finished first
+                raise
+    finally:
+        os.unlink(tmp_zip)
+        if tmp_dir is not None:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+    return target
+
+
+def _extract(zip_path: str, name: str, out: Path, url: str) -> None:
+    """Extract the ``NAME_*`` files of the zip's dataset folder, flat, into ``out``."""
+    try:
+        with zipfile.ZipFile(zip_path) as zf:
+            members = {}
+            for info in zf.infolist():
+                p = PurePosixPath(info.filename)
+                if info.is_dir() or p.is_absolute() or ".." in p.parts:
+                    continue
+                members.setdefault(p.parent, {})[p.name] = info
+            # the folder holding NAME_A.txt (TU zips have NAME/NAME_A.txt; accept any depth)
+            folders = [d for d, files in members.items() if f"{name}_A.txt" in files]
+            if not folders:
+                raise DatasetError(f"{url}: zip does not contain {name}_A.txt")
+            files = members[min(folders, key=lambda d: len(d.parts))]
+            missing = [f"{name}_{p}.txt" for p in _REQUIRED if f"{name}_{p}.txt" not in files]
+            if missing:
+                raise DatasetError(f"{url}: zip lacks {', '.join(missing)}")
+            for fname, info in files.items():
+                if fname.startswith(f"{name}_") or fname == "README.txt":
+                    with zf.open(info) as src, open(out / fname, "wb") as dst:
+                        shutil.copyfileobj(src, dst, length=1 << 20)
+    except zipfile.BadZipFile as exc:
+        raise DatasetError(f"{url}: corrupt zip file ({exc})") from None

@@ -1,0 +1,198 @@
+"""Random attributed graphs as in the DM paper's scaling experiment (Su et al., SDM 2016, §5.1).
+
+The paper: "We randomly generate undirected graphs based on two parameters: the number of
+graphs N, and the number of nodes n. The default values are N=10 and n=200. Average node degree
+is set to 5 [...]. n nodes are first generated, then edges are randomly inserted until a certain
+number is reached. We additionally experiment on graphs with varying density
+sigma = 2m / (n(n-1)) [...]. Node categorical and numerical attributes are randomly generated."
+
+:func:`make_synthetic` follows that: each graph has ``n_nodes`` nodes and
+``m = round(avg_degree * n / 2)`` edges (or ``m = round(density * n (n-1) / 2)``), inserted as
+uniformly random distinct node pairs (no self-loops, no multi-edges) until ``m`` is reached,
+i.e. a uniform ``G(n, m)`` graph. Node labels are uniform on ``0..n_labels-1`` and node
+attributes standard normal. The paper's runtime experiment gives no class labels; ours are
+uniform on ``0..n_classes-1`` and, by default, independent of the graphs. For tests that need
+a learnable task, ``attr_shift`` adds ``attr_shift * y`` to every node attribute and
+``label_bias`` sets each node label to ``y % n_labels`` with that probability.
+
+Everything is drawn from ``np.random.default_rng(seed)`` with array-wide draws (no Python loop
+per graph), so the same arguments always give the same batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gramdist.graphs import GraphBatch
+
+__all__ = ["make_synthetic"]
+
+
+def make_synthetic(
+    n_graphs: int = 10,
+    n_nodes: int | tuple[int, int] = 200,
+    avg_degree: float = 5.0,
+    n_labels: int = 10,
+    attr_dim: int = 1,
+    seed: int = 0,
+    density: float | None = None,
+    n_classes: int = 2,
+    attr_shift: float = 0.0,
+    label_bias: float = 0.0,
+) -> GraphBatch:
+    """Random undirected graphs with categorical and numerical node attributes (DM §5.1).
+
+    Parameters
+    ----------
+    n_graphs : int
+        Number of graphs ``G`` (paper default 10).
+    n_nodes : int or (int, int)
+        Nodes per graph (paper default 200), or an inclusive range drawn uniformly per graph.
+    avg_degree : float
+        Average node degree; each graph gets ``round(avg_degree * n / 2)`` edges (paper: 5).
+        Ignored when ``density`` is given.
+    n_labels : int
+        Size of the node label alphabet; 0 gives no node labels.
+    attr_dim : int
+        Node attribute dimensions; 0 gives no node attributes.
+    seed : int
+        Seed of ``np.random.default_rng``.
+    density : float, optional
+        Edge density ``sigma = 2m / (n (n-1))`` in [0, 1], instead of ``avg_degree``.
+    n_classes : int
+        Number of graph classes; ``y`` is uniform on ``0..n_classes-1``.
+    attr_shift, label_bias : float
+        Class signal for tests (default none, as in the paper): attributes get
+        ``+ attr_shift * y``; each node label becomes ``y % n_labels`` with probability
+        ``label_bias``.
+
+    Returns
+    -------
+    GraphBatch
+        ``G`` graphs named ``"synthetic"``; edges of each graph sorted by ``(u, v)``;
+        ``node_labels`` (N,) int64 or None, ``node_attrs`` (N, attr_dim) float64 or None,
+        ``y`` (G,) int64, ``graph_ids`` 0..G-1.
+
+    Raises
+    ------
+    ValueError
+        On out-of-range arguments (more edges than a simple graph can hold, etc.).
+    """
+    if n_graphs < 1:
+        raise ValueError(f"n_graphs must be >= 1, got {n_graphs}")
+    if n_labels < 0 or attr_dim < 0 or n_classes < 1:
+        raise ValueError("n_labels and attr_dim must be >= 0 and n_classes >= 1")
+    if not 0.0 <= label_bias <= 1.0:
+        raise ValueError(f"label_bias must be in [0, 1], got {label_bias}")
+    rng = np.random.default_rng(seed)
+
+    if isinstance(n_nodes, (tuple, list)):
+        lo, hi = (int(v) for v in n_nodes)
+        if not 1 <= lo <= hi:
+            raise ValueError(f"n_nodes range must satisfy 1 <= lo <= hi, got {n_nodes}")
+        sizes = rng.integers(lo, hi + 1, size=n_graphs)
+    else:
+        if int(n_nodes) < 1:
+            raise ValueError(f"n_nodes must be >= 1, got {n_nodes}")
+        sizes = np.full(n_graphs, int(n_nodes), dtype=np.int64)
+    max_edges = sizes * (sizes - 1) // 2
+    if density is not None:
+        if not 0.0 <= density <= 1.0:
+            raise ValueError(f"density must be in [0, 1], got {density}")
+        n_edges = np.rint(density * max_edges).astype(np.int64)
+    else:
+        if avg_degree < 0:
+            raise ValueError(f"avg_degree must be >= 0, got {avg_degree}")
+        n_edges = np.rint(avg_degree * sizes / 2).astype(np.int64)
+        if np.any(n_edges > max_edges):
+            raise ValueError(f"avg_degree {avg_degree} needs more edges than a simple graph of "
+                             f"{int(sizes[np.argmax(n_edges > max_edges)])} nodes holds")
+
+    y = rng.integers(0, n_classes, size=n_graphs)
+    edges, edge_counts = _random_simple_edges(rng, sizes, n_edges)
+    node_offsets = np.concatenate([[0], np.cumsum(sizes)])
+    node_y = np.repeat(y, sizes)
+    n_total = int(node_offsets[-1])
+
+    node_labels = None
+    if n_labels:
+        node_labels = rng.integers(0, n_labels, size=n_total)
+        if label_bias:
+            biased = rng.random(n_total) < label_bias
+            node_labels[biased] = node_y[biased] % n_labels
+    node_attrs = None
+    if attr_dim:
+        node_attrs = rng.standard_normal((n_total, attr_dim)) + attr_shift * node_y[:, None]
+    return GraphBatch(
+        node_offsets=node_offsets,
+        edge_offsets=np.concatenate([[0], np.cumsum(edge_counts)]),
+        edges=edges,
+        node_labels=node_labels,
+        node_attrs=node_attrs,
+        y=y.astype(np.int64),
+        graph_ids=np.arange(n_graphs, dtype=np.int64),
+        name="synthetic",
+    )
+
+
+def _random_simple_edges(
+    rng: np.random.Generator, sizes: np.ndarray, n_edges: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``n_edges[g]`` distinct uniformly random pairs ``u < v`` of ``sizes[g]`` nodes, per graph.
+
+    Insertion with rejection of repeats, run in rounds over all graphs at once: each round draws
+    exactly as many random pairs as each graph still lacks and inserts those not present yet.
+    A round can never overshoot, so this is the sequential "insert random edges until ``m`` is
+    reached" process, batched (the result is a uniform ``G(n, m)`` graph). Dense graphs draw the
+    complement (the pairs *not* to insert) so that few rounds are needed.
+
+    Returns ``(edges (E, 2) int32 local endpoints sorted by (u, v) within each graph,
+    counts (G,) int64)``.
+    """
+    sizes = sizes.astype(np.int64)
+    max_edges = sizes * (sizes - 1) // 2
+    complement = n_edges > max_edges // 2
+    target = np.where(complement, max_edges - n_edges, n_edges)
+    n_max = int(sizes.max())
+    stride = n_max * n_max  # key = graph * stride + u * n_max + v: unique per (graph, u, v)
+
+    kept = np.zeros(0, dtype=np.int64)  # sorted keys of the pairs inserted so far
+    have = np.zeros(len(sizes), dtype=np.int64)
+    while True:
+        short = np.flatnonzero(have < target)
+        if not len(short):
+            break
+        g = np.repeat(short, target[short] - have[short])
+        n = sizes[g]
+        u = rng.integers(0, n)
+        v = rng.integers(0, n - 1)
+        v = v + (v >= u)  # uniform over ordered pairs u != v, hence over unordered pairs
+        new = np.sort(g * stride + np.minimum(u, v) * n_max + np.maximum(u, v))
+        new = new[np.concatenate([[True], new[1:] != new[:-1]])]  # (np.unique's hash path is slower)
+        pos = np.searchsorted(kept, new)
+        present = pos < len(kept)
+        present[present] = kept[pos[present]] == new[present]
+        kept = np.insert(kept, pos[~present], new[~present])  # sorted merge
+        have = np.bincount(kept // stride, minlength=len(sizes))
+
+    if complement.any():
+        # dense graphs: all their pairs minus the drawn ones
+        graph = kept // stride
+        dense = np.flatnonzero(complement)
+        all_keys = _all_pair_keys(sizes[dense], dense, n_max, stride)
+        drop = np.isin(all_keys, kept[complement[graph]])
+        kept = np.sort(np.concatenate([kept[~complement[graph]], all_keys[~drop]]))
+    graph = kept // stride
+    rest = kept - graph * stride
+    edges = np.stack([rest // n_max, rest % n_max], axis=1).astype(np.int32)
+    return edges, np.bincount(graph, minlength=len(sizes)).astype(np.int64)
+
+
+def _all_pair_keys(sizes: np.ndarray, graphs: np.ndarray, n_max: int, stride: int) -> np.ndarray:
+    """Keys of every pair u < v of each listed graph (only used for dense graphs)."""
+    parts = []
+    for n in np.unique(sizes):  # one vectorised block per distinct size
+        iu, iv = np.triu_indices(int(n), k=1)
+        gs = graphs[sizes == n]
+        parts.append((gs[:, None] * stride + (iu * n_max + iv)[None, :]).ravel())
+    return np.concatenate(parts)
