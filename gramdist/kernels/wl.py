@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gramdist.arrayops import unique_sorted
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
 from gramdist.kernels.sparse_features import SparseFeatures, dot, sq_norms
@@ -111,9 +112,9 @@ class WLSubtreeKernel(GraphKernel):
 
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
         labels = wl_labels(graphs, self.h)
-        per_iter = [np.unique(lab) for lab in labels]
+        per_iter = [unique_sorted(lab) for lab in labels]
         return KernelState(
-            arrays={"labels": np.unique(np.concatenate(per_iter)) if per_iter else np.zeros(0, np.uint64)},
+            arrays={"labels": unique_sorted(np.concatenate(per_iter))},
             attrs={"labels_per_iteration": [int(len(p)) for p in per_iter], "fit_graphs": len(graphs)},
         )
 

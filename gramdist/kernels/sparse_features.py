@@ -1,0 +1,344 @@
+"""Sparse explicit feature vectors shared by the explicit-feature kernels (WL, NSPDK, ODD_ST).
+
+A :class:`SparseFeatures` holds one sparse vector per graph in CSR-like flat arrays::
+
+    indptr  (G+1,) int64    features of graph g are keys[indptr[g]:indptr[g+1]]
+    keys    (nnz,) uint64   feature ids (stable 64-bit hashes), strictly increasing per graph
+    values  (nnz,) float64  feature values (counts or weights), never 0 after construction
+
+It is the ``embed`` output of those kernels: it has ``len`` and slicing by graph, and a
+graph's row depends only on the graph (never on which other graphs share the chunk).
+
+:func:`dot` computes the block of dot products between two embeddings. Its arithmetic for a
+pair (i, j) is fixed: the products ``a_i[k] * b_j[k]`` over the keys ``k`` common to both, added
+one after the other in increasing key order, starting from 0.0. This is what SciPy's CSR
+sparse product does when both operands have sorted column indices (``csr_matmat`` accumulates
+row i of A entry by entry in column order), and the column of a key is its rank among the
+sorted keys of ``b``, so column order is key order whatever other graphs are in the tile. The
+result is therefore bitwise identical for any tile composition, and exact for integer counts
+(below 2**53). :func:`sq_norms` uses the same sequential key-order sum (SciPy ``csr_matvec``),
+so ``sq_norms(a)`` equals the diagonal of ``dot(a, a)`` bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from gramdist.arrayops import unique_sorted
+
+
+@dataclass(eq=False)
+class SparseFeatures:
+    """One sparse feature vector per graph; see the module docstring for the layout."""
+
+    indptr: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.indptr = np.ascontiguousarray(self.indptr, dtype=np.int64)
+        self.keys = np.ascontiguousarray(self.keys, dtype=np.uint64)
+        self.values = np.ascontiguousarray(self.values, dtype=np.float64)
+        if len(self.keys) != len(self.values) or self.indptr[-1] - self.indptr[0] != len(self.keys):
+            raise ValueError("SparseFeatures: indptr, keys and values disagree in length")
+        if self.indptr[0] != 0:
+            self.indptr = self.indptr - self.indptr[0]
+
+    def __getstate__(self) -> dict:
+        # the cache is derived data: do not ship it between processes
+        return {"indptr": self.indptr, "keys": self.keys, "values": self.values}
+
+    def __setstate__(self, state: dict) -> None:
+        self.indptr, self.keys, self.values = state["indptr"], state["keys"], state["values"]
+        self._cache = {}
+
+    # ------------------------------------------------------------ sizes
+    def __len__(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def nnz(self) -> int:
+        return len(self.keys)
+
+    @property
+    def row_lengths(self) -> np.ndarray:
+        """(G,) int64 number of non-zero features of each graph."""
+        return np.diff(self.indptr)
+
+    @property
+    def row_index(self) -> np.ndarray:
+        """(nnz,) int64 graph (row) of each stored feature."""
+        if "row_index" not in self._cache:
+            self._cache["row_index"] = np.repeat(np.arange(len(self), dtype=np.int64), self.row_lengths)
+        return self._cache["row_index"]
+
+    def _sorted_keys(self) -> np.ndarray:
+        """Sorted distinct keys of all rows (cached: an embedding meets many tiles)."""
+        if "sorted_keys" not in self._cache:
+            self._cache["sorted_keys"] = sorted_unique(self.keys)
+        return self._cache["sorted_keys"]
+
+    def _shared_keys(self) -> np.ndarray:
+        """Sorted keys present in at least two rows (keys are distinct within a row)."""
+        if "shared_keys" not in self._cache:
+            s = np.sort(self.keys)
+            dup = s[1:][s[1:] == s[:-1]]
+            self._cache["shared_keys"] = sorted_unique(dup)
+        return self._cache["shared_keys"]
+
+    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(keys, values) of graph ``i`` as views."""
+        a, b = self.indptr[i], self.indptr[i + 1]
+        return self.keys[a:b], self.values[a:b]
+
+    # ------------------------------------------------------------ slicing
+    def __getitem__(self, key: slice | int | np.ndarray | list) -> SparseFeatures:
+        if isinstance(key, (int, np.integer)):
+            i = int(key) + (len(self) if key < 0 else 0)
+            key = slice(i, i + 1)
+        if isinstance(key, slice):
+            start, stop, step = key.indices(len(self))
+            if step == 1:
+                stop = max(stop, start)
+                a, b = self.indptr[start], self.indptr[stop]
+                return SparseFeatures(self.indptr[start : stop + 1] - a, self.keys[a:b].copy(),
+                                      self.values[a:b].copy())
+            key = np.arange(start, stop, step)
+        return self.take(np.asarray(key, dtype=np.int64))
+
+    def take(self, idx: np.ndarray) -> SparseFeatures:
+        """Rows ``idx`` (any order, repeats allowed) as a new embedding."""
+        idx = np.asarray(idx, dtype=np.int64)
+        lens = self.row_lengths[idx]
+        starts = self.indptr[idx]
+        sel = _ranges(starts, lens)
+        indptr = np.zeros(len(idx) + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        return SparseFeatures(indptr, self.keys[sel], self.values[sel])
+
+    @staticmethod
+    def concat(parts: list[SparseFeatures]) -> SparseFeatures:
+        """Rows of all ``parts`` one after the other."""
+        if not parts:
+            return SparseFeatures.empty(0)
+        lens = np.concatenate([p.row_lengths for p in parts])
+        indptr = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        return SparseFeatures(indptr, np.concatenate([p.keys for p in parts]),
+                              np.concatenate([p.values for p in parts]))
+
+    @staticmethod
+    def empty(n_graphs: int) -> SparseFeatures:
+        """``n_graphs`` all-zero vectors."""
+        return SparseFeatures(np.zeros(n_graphs + 1, np.int64), np.zeros(0, np.uint64), np.zeros(0))
+
+    # ------------------------------------------------------------ construction
+    @classmethod
+    def from_pairs(cls, graph_index: np.ndarray, keys: np.ndarray, values: np.ndarray | float,
+                   n_graphs: int) -> SparseFeatures:
+        """Build from (graph, key, value) triples in any order, summing duplicates.
+
+        Parameters
+        ----------
+        graph_index : (m,) int
+            Graph (row) of each triple, in ``0..n_graphs-1``.
+        keys : (m,) uint64
+            Feature ids.
+        values : (m,) float64 or scalar
+            Values; a scalar is broadcast (e.g. ``1.0`` for counts).
+        n_graphs : int
+            Number of rows of the result (graphs without triples get empty rows).
+
+        Notes
+        -----
+        Triples are grouped by graph with a stable radix sort, then sorted by key inside each
+        graph (stable, so duplicates are summed in their input order: deterministic for a
+        given input). Entries summing to exactly 0 are dropped.
+        """
+        g = np.asarray(graph_index, dtype=np.int64).ravel()
+        k = np.asarray(keys, dtype=np.uint64).ravel()
+        if len(g) == 0:
+            return cls.empty(n_graphs)
+        scalar = np.ndim(values) == 0
+        v = None if scalar else np.asarray(values, dtype=np.float64).ravel()
+        if len(g) > 1 and np.any(g[1:] < g[:-1]):
+            order = np.argsort(g, kind="stable")
+            g, k = g[order], k[order]
+            v = None if v is None else v[order]
+        indptr = np.zeros(n_graphs + 1, dtype=np.int64)
+        np.cumsum(np.bincount(g, minlength=n_graphs), out=indptr[1:])
+        k, v = sort_segments(k, indptr, v)
+        new = np.empty(len(k), dtype=bool)
+        new[0] = True
+        new[1:] = k[1:] != k[:-1]
+        new[indptr[:-1][indptr[:-1] < len(k)]] = True  # a graph's first entry starts a group
+        starts = np.flatnonzero(new)
+        if scalar:
+            vals = np.diff(np.append(starts, len(k))).astype(np.float64) * float(values)
+        elif len(starts) == len(k):
+            vals = v
+        else:
+            vals = _segment_sum_sequential(v, starts)
+        rows = np.searchsorted(indptr, starts, side="right") - 1
+        k = k[starts]
+        nz = vals != 0.0
+        if not nz.all():
+            rows, k, vals = rows[nz], k[nz], vals[nz]
+        out_ptr = np.zeros(n_graphs + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=n_graphs), out=out_ptr[1:])
+        return cls(out_ptr, k, vals)
+
+    def scaled(self, factors: np.ndarray) -> SparseFeatures:
+        """Each graph's vector multiplied by ``factors[g]`` ((G,) float64)."""
+        f = np.asarray(factors, dtype=np.float64)
+        return SparseFeatures(self.indptr.copy(), self.keys.copy(), self.values * f[self.row_index])
+
+    def to_csr(self, columns: np.ndarray) -> sp.csr_matrix:
+        """(G, len(columns)) CSR over the sorted unique key array ``columns``; other keys dropped."""
+        return _as_csr(self, np.asarray(columns, dtype=np.uint64))
+
+    def __repr__(self) -> str:
+        return f"SparseFeatures({len(self)} graphs, {self.nnz} non-zeros)"
+
+
+# ---------------------------------------------------------------- products
+def dot(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
+    """(len(a), len(b)) float64 dot products <a_i, b_j>.
+
+    Each entry is the sequential sum, in increasing key order, of the products over common
+    keys: bitwise independent of the other rows of ``a`` and ``b`` (see module docstring).
+    Only keys present in both operands become columns, so operands with mostly private
+    features (e.g. NSPDK on large graphs) cost two sorts and a merge, not a full key mapping.
+    """
+    out = np.zeros((len(a), len(b)), dtype=np.float64)
+    if a.nnz == 0 or b.nnz == 0:
+        return out
+    if a is b:
+        # off-diagonal entries only need keys held by >= 2 graphs; the diagonal is the
+        # full sequential sum, i.e. sq_norms (the same arithmetic as the general case)
+        common = a._shared_keys()
+    else:
+        ua, ub = a._sorted_keys(), b._sorted_keys()
+        pos = np.searchsorted(ub, ua)  # sorted queries: a linear-time merge in practice
+        pos[pos == len(ub)] = 0
+        common = ua[ub[pos] == ua]
+    if len(common):
+        ma = _as_csr(a, common)
+        mb = ma if a is b else _as_csr(b, common)
+        # A (ga x U) times B^T (U x gb): csr_matmat walks row i of A in column (= key) order.
+        prod = (ma @ mb.T.tocsr()).tocoo()
+        out[prod.row, prod.col] = prod.data
+    if a is b:
+        np.fill_diagonal(out, sq_norms(a))
+    return out
+
+
+def sorted_unique(keys: np.ndarray) -> np.ndarray:
+    """Sorted distinct values of a uint64 array (``np.sort`` + mask; avoids hash-based unique)."""
+    s = np.sort(keys)
+    if len(s) == 0:
+        return s
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    keep[1:] = s[1:] != s[:-1]
+    return s[keep]
+
+
+def sort_segments(keys: np.ndarray, indptr: np.ndarray,
+                  values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Sort ``keys`` inside each segment ``indptr[i]:indptr[i+1]``, permuting ``values`` alike.
+
+    Stable (equal keys keep their order). Segments are sorted one by one when they are large
+    (SIMD ``np.sort`` on contiguous slices is much faster than one global argsort of 64-bit
+    keys); many small segments use one global stable argsort on (segment, key).
+    """
+    keys = np.array(keys, dtype=np.uint64, copy=True)
+    values = None if values is None else np.array(values, dtype=np.float64, copy=True)
+    n_seg = len(indptr) - 1
+    if len(keys) == 0 or n_seg == 0:
+        return keys, values
+    if len(keys) < 64 * n_seg:  # small segments: global sort
+        seg = np.repeat(np.arange(n_seg, dtype=np.int64), np.diff(indptr))
+        order = np.argsort(keys, kind="stable")
+        order = order[np.argsort(seg[order], kind="stable")]
+        return keys[order], (None if values is None else values[order])
+    for i in range(n_seg):
+        lo, hi = int(indptr[i]), int(indptr[i + 1])
+        if hi - lo < 2:
+            continue
+        if values is None:
+            keys[lo:hi].sort()
+        else:
+            o = np.argsort(keys[lo:hi], kind="stable")
+            keys[lo:hi] = keys[lo:hi][o]
+            values[lo:hi] = values[lo:hi][o]
+    return keys, values
+
+
+def sq_norms(a: SparseFeatures) -> np.ndarray:
+    """(len(a),) float64 squared norms, bitwise equal to ``np.diag(dot(a, a))``."""
+    if a.nnz == 0:
+        return np.zeros(len(a))
+    m = sp.csr_matrix((a.values * a.values, np.zeros(a.nnz, dtype=np.int64), a.indptr),
+                      shape=(len(a), 1))
+    # csr_matvec: sequential sum in stored (key) order starting at 0.0, same as csr_matmat.
+    return np.asarray(m @ np.ones(1), dtype=np.float64).ravel()
+
+
+def _as_csr(x: SparseFeatures, cols: np.ndarray) -> sp.csr_matrix:
+    """x as a CSR over the sorted unique keys ``cols`` (keys not in ``cols`` dropped)."""
+    keys = x.keys
+    if len(cols) * 8 < len(keys):
+        # few columns: pre-filter with a bitmap on the keys' top bits (a ~3% false-positive
+        # rate), so that the binary search only runs on candidate entries
+        bits = int(min(24, max(10, np.ceil(np.log2(len(cols) + 1)) + 5)))
+        shift = np.uint64(64 - bits)
+        table = np.zeros(1 << bits, dtype=bool)
+        table[(cols >> shift).astype(np.intp)] = True
+        cand = np.flatnonzero(table[(keys >> shift).astype(np.intp)])
+        sub = keys[cand]
+    else:
+        cand, sub = None, keys
+    pos = np.searchsorted(cols, sub)
+    pos[pos == len(cols)] = 0
+    hit = cols[pos] == sub
+    entries = np.flatnonzero(hit) if cand is None else cand[hit]
+    if cand is None and len(entries) == len(keys):
+        indptr, idx, data = x.indptr, pos, x.values
+    else:
+        rows = x.row_index[entries]
+        idx, data = pos[hit], x.values[entries]
+        indptr = np.zeros(len(x) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=len(x)), out=indptr[1:])
+    m = sp.csr_matrix((data, idx, indptr), shape=(len(x), len(cols)))
+    m.has_sorted_indices = True  # keys sorted within a row and cols sorted => indices sorted
+    return m
+
+
+def _segment_sum_sequential(v: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Sum of each segment ``v[starts[i]:starts[i+1]]`` added left to right.
+
+    Uses a CSR mat-vec (sequential accumulation) rather than ``np.add.reduceat`` whose
+    summation order is an implementation detail.
+    """
+    indptr = np.append(starts, len(v)).astype(np.int64)
+    m = sp.csr_matrix((v, np.zeros(len(v), dtype=np.int64), indptr), shape=(len(starts), 1))
+    return np.asarray(m @ np.ones(1), dtype=np.float64).ravel()
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of arange(s, s+c) for each (s, c), vectorised."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    offsets = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
+    return np.arange(total, dtype=np.int64) + offsets
+
+
+__all__ = ["SparseFeatures", "dot", "sq_norms", "sorted_unique", "sort_segments"]
