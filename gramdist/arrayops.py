@@ -18,3 +18,13 @@ def unique_sorted(x: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(x[1:], x[:-1], out=keep[1:])
     return x[keep]
+
+
+def normalize_block(block: np.ndarray, diag_rows: np.ndarray, diag_cols: np.ndarray) -> np.ndarray:
+    """Cosine normalisation K_ij / sqrt(K_ii K_jj); rows/cols with a zero diagonal give 0."""
+    dr = np.sqrt(np.asarray(diag_rows, dtype=np.float64))
+    dc = np.sqrt(np.asarray(diag_cols, dtype=np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = block / dr[:, None] / dc[None, :]
+    out[~np.isfinite(out)] = 0.0
+    return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gramdist.arrayops import normalize_block
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState
 
@@ -37,16 +38,6 @@ def gram_by_tiles(
             k[r, c] = block
             k[c, r] = block.T
     return k
-
-
-def normalize_block(block: np.ndarray, diag_rows: np.ndarray, diag_cols: np.ndarray) -> np.ndarray:
-    """Cosine normalisation K_ij / sqrt(K_ii K_jj); rows/cols with a zero diagonal give 0."""
-    dr = np.sqrt(np.asarray(diag_rows, dtype=np.float64))
-    dc = np.sqrt(np.asarray(diag_cols, dtype=np.float64))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = block / dr[:, None] / dc[None, :]
-    out[~np.isfinite(out)] = 0.0
-    return out
 
 
 def min_eigenvalue_ratio(k: np.ndarray) -> float:

@@ -12,11 +12,11 @@ from typing import Any
 
 import numpy as np
 
+from gramdist.arrayops import normalize_block
 from gramdist.engine.store import TileGrid, gram_array, read_state
 from gramdist.errors import TileError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState
-from gramdist.testing import normalize_block
 
 
 def fit_task(kernel: GraphKernel, sample: GraphBatch, seed: int) -> KernelState:

@@ -39,18 +39,8 @@ import numpy as np
 from gramdist.arrayops import unique_sorted
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.hashing import mix
 from gramdist.kernels.sparse_features import SparseFeatures, dot, sq_norms
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def splitmix64(x: np.ndarray) -> np.ndarray:
-    """Vectorised splitmix64 finaliser: a bijective, well-mixing map uint64 -> uint64."""
-    z = np.asarray(x, dtype=np.uint64) + _GOLDEN
-    with np.errstate(over="ignore"):
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 def wl_labels(graphs: GraphBatch, h: int) -> list[np.ndarray]:
@@ -61,7 +51,7 @@ def wl_labels(graphs: GraphBatch, h: int) -> list[np.ndarray]:
     list of h+1 arrays of shape (N,) uint64, one per iteration, over the batch's nodes.
     """
     base = graphs.node_labels if graphs.node_labels is not None else np.zeros(graphs.n_nodes, np.int64)
-    labels = splitmix64(base.astype(np.int64).view(np.uint64))
+    labels = mix(base.astype(np.int64).view(np.uint64))
     out = [labels]
     indptr, nbrs, _ = graphs.arcs()
     with np.errstate(over="ignore"):
@@ -69,12 +59,12 @@ def wl_labels(graphs: GraphBatch, h: int) -> list[np.ndarray]:
             # Multiset hash of the neighbours' labels: a wrapping sum of a second mix of each
             # label (order-free, so no sort is needed); differences of a cumulative sum give
             # every node's segment sum, including empty segments (isolated nodes).
-            mixed = splitmix64(labels[nbrs] ^ np.uint64(0xA0761D6478BD642F))
+            mixed = mix(labels[nbrs] ^ np.uint64(0xA0761D6478BD642F))
             csum = np.zeros(len(mixed) + 1, dtype=np.uint64)
             np.cumsum(mixed, out=csum[1:])
             neigh = csum[indptr[1:]] - csum[indptr[:-1]]
-            salt = splitmix64(np.uint64(it))
-            labels = splitmix64(splitmix64(labels ^ salt) + neigh)
+            salt = mix(np.uint64(it))
+            labels = mix(mix(labels ^ salt) + neigh)
             out.append(labels)
     return out
 
