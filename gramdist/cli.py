@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--overwrite", action="store_true", help="replace a store made by a different job")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--json", action="store_true", help="print a JSON summary line on stdout")
+    _add_tls_arguments(run)
 
     info = sub.add_parser("info", help="describe a store")
     info.add_argument("store")
@@ -48,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--scheduler", help="address of an existing Dask scheduler")
     ev.add_argument("--workers", type=int, default=None, help="local worker processes (0: in-process)")
     ev.add_argument("--json", action="store_true")
+    _add_tls_arguments(ev)
 
     stream = sub.add_parser("stream", help="online learning on a stream of graphs")
     stream.add_argument("job")
@@ -57,12 +60,42 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_tls_arguments(p: argparse.ArgumentParser) -> None:
+    tls = p.add_argument_group("TLS (a scheduler started with --protocol tls; address tls://HOST:PORT)")
+    tls.add_argument("--tls-ca-file", metavar="PEM", help="CA certificate(s) the scheduler and workers are signed by")
+    tls.add_argument("--tls-cert", metavar="PEM", help="this client's certificate")
+    tls.add_argument("--tls-key", metavar="PEM", help="this client's private key (if not in --tls-cert)")
+
+
+def _apply_tls_arguments(cluster: dict[str, Any], args: argparse.Namespace) -> None:
+    """Merge ``--tls-*`` flags into ``cluster.security`` (flags win over the job file)."""
+    flags = {"tls_ca_file": args.tls_ca_file, "tls_client_cert": args.tls_cert, "tls_client_key": args.tls_key}
+    flags = {k: v for k, v in flags.items() if v}
+    if flags:
+        cluster["security"] = {**(cluster.get("security") or {}), **flags}
+
+
+def _injected_failure() -> tuple[int, int] | None:
+    """Testing hook: ``GRAMDIST_TEST_FAIL_TILE=I,J`` makes tile (I, J) raise in its task."""
+    value = os.environ.get("GRAMDIST_TEST_FAIL_TILE")
+    if not value:
+        return None
+    try:
+        i, j = (int(v) for v in value.split(","))
+    except ValueError:
+        raise JobError(f"GRAMDIST_TEST_FAIL_TILE={value!r}: expected I,J") from None
+    return i, j
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return {"run": cmd_run, "info": cmd_info, "evaluate": cmd_evaluate, "stream": cmd_stream}[
             args.command](args)
     except GramdistError as exc:
+        print(f"gramdist: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the environment, not a bug: a full disk, a permission, a lost file
         print(f"gramdist: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -76,11 +109,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gramdist.jobs import expand_grid, load_job
 
     job = load_job(args.job, args.overrides)
+    _apply_tls_arguments(job["cluster"], args)
+    inject = _injected_failure()
     settings = expand_grid(job)
     summaries: list[dict[str, Any]] = []
     if len(settings) == 1 and not settings[0][0]:
         result = run_job(settings[0][1], out=args.out, scheduler=args.scheduler,
-                         overwrite=args.overwrite, progress=not args.quiet)
+                         overwrite=args.overwrite, progress=not args.quiet, inject_failure=inject)
         summaries.append(_summary(result))
     else:
         folder = Path(args.out or job.get("output") or f"{job['_job_name']}")
@@ -89,7 +124,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             for name, sub in settings:
                 print(f"gramdist: grid setting {name}", file=sys.stderr)
                 result = run_job(sub, out=str(folder / f"{name}.zarr"), client=client,
-                                 overwrite=args.overwrite, progress=not args.quiet)
+                                 overwrite=args.overwrite, progress=not args.quiet, inject_failure=inject)
                 summaries.append(_summary(result) | {"setting": name})
     if args.json:
         for s in summaries:
@@ -144,6 +179,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from gramdist.engine.cluster import connect
 
         spec = {"n_workers": args.workers, "threads_per_worker": 1, "memory_limit": "auto"}
+        _apply_tls_arguments(spec, args)
         with connect(spec, args.scheduler) as client:
             result = evaluate(args.stores, client=client, **kwargs)
     if args.json:

@@ -30,11 +30,11 @@ def gram_by_tiles(
     for i, ei in enumerate(embs):
         for j in range(i, len(embs)):
             block = kernel.pairwise(ei, embs[j], state)
-            if i == j:
-                block = np.triu(block) + np.triu(block, 1).T
             r, c = slice(i * tile, i * tile + len(ei)), slice(j * tile, j * tile + len(embs[j]))
             if normalize:
                 block = normalize_block(block, diag[r], diag[c])
+            if i == j:  # symmetrise after normalising, as the engine does: exactly symmetric
+                block = np.triu(block) + np.triu(block, 1).T
             k[r, c] = block
             k[c, r] = block.T
     return k

@@ -33,7 +33,8 @@ from gramdist.errors import JobError, StoreError, TileError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
 
-MASK_FLUSH_SECONDS = 2.0
+# How often the client saves the done-mask (the env var lets tests make it frequent).
+MASK_FLUSH_SECONDS = float(os.environ.get("GRAMDIST_MASK_FLUSH_SECONDS", "2.0"))
 
 
 @dataclass
@@ -87,8 +88,9 @@ def _check_output_location(path: str, n_rows: int, n_cols: int) -> None:
     # A float64 Gram compresses, but rarely below a quarter of its size; below that, stop now.
     if free < need / 4 + (16 << 20):
         raise StoreError(
-            f"{path}: not enough free disk space ({free / 2**20:.0f} MiB free, the Gram needs "
-            f"up to {need / 2**20:.0f} MiB uncompressed)"
+            f"{path}: not enough free disk space ({free / 2**20:.1f} MiB free; the job needs "
+            f"{(need / 4 + (16 << 20)) / 2**20:.1f} MiB: a quarter of the {need / 2**20:.1f} MiB "
+            "uncompressed Gram plus 16 MiB)"
         )
 
 
@@ -339,9 +341,21 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
             if time.monotonic() - last_flush > MASK_FLUSH_SECONDS:
                 st.write_done_mask(root, mask)
                 last_flush = time.monotonic()
+                if not job["cluster"].get("max_tiles_in_flight"):
+                    # workers that joined since the start (HPC jobs leaving the queue) widen the window
+                    want = max(4, 2 * sum(client.nthreads().values()))
+                    if want > in_flight:
+                        for tl in _take(pending, want - in_flight):
+                            queue.add(submit_tile(tl))
+                        log(f"gramdist: {len(client.nthreads())} workers now; {want} tiles in flight")
+                        in_flight = want
     except BaseException:
         queue.clear()
-        st.write_done_mask(root, mask)
+        try:
+            st.write_done_mask(root, mask)
+        except OSError as exc:  # e.g. the disk is full: report the first error, not this one
+            log(f"gramdist: warning: could not save the done-mask ({exc}); tiles finished since "
+                "its last save will be recomputed")
         bar.close()
         raise
     st.write_done_mask(root, mask)

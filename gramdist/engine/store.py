@@ -83,9 +83,12 @@ def create_store(
         raise StoreError(f"{path}: already exists")
     root = zarr.open_group(str(path), mode="w" if overwrite else "w-", zarr_format=3)
     t = grid.tile
+    # A tile larger than the Gram is one chunk of the Gram's size: a (T, T) chunk would make
+    # every write allocate T*T floats (7 TiB for tile_size 10**6), whatever the Gram's size.
+    chunks = (max(1, min(t, grid.n_rows)), max(1, min(t, grid.n_cols)))
     compressors = zarr.codecs.ZstdCodec(level=compression_level) if compression_level > 0 else None
     root.create_array(
-        "gram", shape=(grid.n_rows, grid.n_cols), chunks=(t, t), dtype="float64", fill_value=0.0,
+        "gram", shape=(grid.n_rows, grid.n_cols), chunks=chunks, dtype="float64", fill_value=0.0,
         compressors=compressors, config={"write_empty_chunks": True},
         dimension_names=("row_graph", "col_graph"),
     )
@@ -105,7 +108,28 @@ def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
         raise StoreError(f"{path}: not a Zarr store ({type(exc).__name__}: {exc})") from None
     if "gramdist_version" not in root.attrs:
         raise StoreError(f"{path}: not a gramdist store (no gramdist_version attribute)")
+    try:
+        missing = [name for name in ("gram", "tiles_done") if name not in root]
+        for name in ("gram", "tiles_done"):
+            if name not in missing:
+                root[name]  # parse the metadata now: unknown codecs or data types fail here
+    except Exception as exc:  # zarr refuses what it cannot decode (e.g. pickle codecs): say so
+        raise StoreError(f"{path}: unreadable store metadata ({type(exc).__name__}: {exc})") from None
+    if missing:  # e.g. a copy cut short: never a KeyError traceback later
+        raise StoreError(f"{path}: not a complete gramdist store (no {' or '.join(missing)} array); "
+                         "rerun its job with --overwrite")
     return root
+
+
+def _read_array(group: zarr.Group, name: str, where: str | os.PathLike, optional: bool = False) -> Any:
+    """``group[name]`` as NumPy (None if ``optional`` and absent); :class:`StoreError` when it
+    is missing or cannot be decoded."""
+    try:
+        if optional and name not in group:
+            return None
+        return np.asarray(group[name][...])
+    except Exception as exc:
+        raise StoreError(f"{where}: cannot read array {name!r} ({type(exc).__name__}: {exc})") from None
 
 
 def fingerprint_mismatch(root: zarr.Group, attrs: dict[str, Any]) -> list[str]:
@@ -144,7 +168,7 @@ def read_state(path: str | os.PathLike) -> KernelState:
         raise StoreError(f"{path}: the fitted state was never completely written")
     group = root["state"]
     names = group.attrs.get("arrays", [])
-    arrays = {name: np.asarray(group[name][...]) for name in names}
+    arrays = {name: _read_array(group, name, f"{path}/state") for name in names}
     return KernelState.from_store_parts(arrays, group.attrs.get("kernel_attrs", {}))
 
 
@@ -187,18 +211,25 @@ def open_gram(
     y : (R,) class labels of the row graphs, or None when the dataset has none.
     """
     root = open_store(store)
-    if not root.attrs.get("complete") and not allow_incomplete:
+    if not allow_incomplete:
+        # the flag and the done-mask must agree (as in store_info): a store whose flag was
+        # copied without all of its tiles is not complete
+        grid = TileGrid(root["gram"].shape[0], root["gram"].shape[1], root.attrs["tile_size"],
+                        root.attrs["symmetric"])
         mask = read_done_mask(root)
-        raise StoreError(
-            f"{store}: incomplete store ({int(mask.sum())} tiles written); rerun the job to finish it"
-        )
+        done = sum(int(mask[i, j]) for i, j in grid.tiles())
+        if not root.attrs.get("complete") or done < len(grid.tiles()):
+            raise StoreError(
+                f"{store}: incomplete store ({done} of {len(grid.tiles())} tiles written); "
+                "rerun the job to finish it"
+            )
     if as_dask:
         import dask.array as da
 
         k = da.from_zarr(str(store), component="gram")
     else:
-        k = np.asarray(root["gram"][...])
-    y = np.asarray(root["y"][...]) if "y" in root else None
+        k = _read_array(root, "gram", store)
+    y = _read_array(root, "y", store, optional=True)
     return k, y
 
 

@@ -69,10 +69,11 @@ def tile_task(
         expected = (len(emb_rows), len(emb_cols))
         if block.shape != expected:
             raise ValueError(f"pairwise returned shape {block.shape}, expected {expected}")
-        if grid.symmetric and i == j:
-            block = np.triu(block) + np.triu(block, 1).T
         if diag_rows is not None:
             block = normalize_block(block, diag_rows, diag_cols)
+        if grid.symmetric and i == j:
+            # after normalising: K_ab / d_a / d_b and K_ba / d_b / d_a can differ in the last bit
+            block = np.triu(block) + np.triu(block, 1).T
         if not np.all(np.isfinite(block)):
             raise FloatingPointError("non-finite kernel values")
     except Exception as exc:
@@ -81,10 +82,14 @@ def tile_task(
             f"tile ({i}, {j}) failed (row graphs {r0}..{r1}, column graphs {c0}..{c1}): "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    gram = gram_array(store_path)
     r0, r1 = grid.row_range(i)
     c0, c1 = grid.col_range(j)
-    gram[r0:r1, c0:c1] = block
-    if grid.symmetric and i != j:
-        gram[c0:c1, r0:r1] = block.T
+    try:
+        gram = gram_array(store_path)
+        gram[r0:r1, c0:c1] = block
+        if grid.symmetric and i != j:
+            gram[c0:c1, r0:r1] = block.T
+    except OSError as exc:  # a full disk, a store made read-only or removed mid-job
+        raise TileError(f"tile ({i}, {j}): cannot write to the store {store_path}: "
+                        f"{exc.strerror or exc}; rerun the job to resume once this is fixed") from None
     return tile, time.perf_counter() - t0

@@ -1,0 +1,189 @@
+"""Soak run: a full 20,000 x 20,000 WL Gram (4e8 entries) into Zarr on a 2-worker LocalCluster.
+
+    nice -n 10 python benchmarks/soak.py [--n-graphs 20000] [--tile 512] [--workdir /tmp]
+
+Runs ``gramdist run`` on the synthetic generator (``dataset.synthetic``: ``--n-graphs`` graphs
+of 10-30 nodes, average degree 3, 10 node labels; WL h = 3, cosine-normalised) with
+``cluster.n_workers = 2``, while sampling every 0.2 s the RSS of every process of the run's
+tree (the client, the nannies, the two workers). Then it checks:
+
+* the run completes (store complete, every tile in the done-mask);
+* the peak RSS of every single process stays under ``--max-process-mb`` (2,000 MB);
+* ``--sample`` (10,000) entries drawn uniformly at random (seed 0), recomputed directly from
+  the graphs in this process (WL features of the two graphs, their dot product, cosine
+  normalisation with the graphs' own self-similarities), equal the stored ones bit for bit.
+
+It reports wall time, tiles per second (tile phase, from the run's own timings), peak memory
+per process and of the whole tree, and the store's size on disk; writes
+``benchmarks/results/soak.json``; and deletes the store (~3 GB for 20,000 graphs) unless
+``--keep``. Not part of CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, gramdist_cmd, last_json_line, save  # noqa: E402
+
+
+def job_text(n_graphs: int, tile: int, h: int) -> str:
+    return (
+        f"# soak: {n_graphs} synthetic graphs, full WL Gram\n"
+        f"dataset: {{synthetic: {{n_graphs: {n_graphs}, n_nodes: [10, 30], avg_degree: 3.0, "
+        f"n_labels: 10, attr_dim: 0, seed: 0}}}}\n"
+        f"kernel: {{name: wl, h: {h}}}\n"
+        f"gram: {{tile_size: {tile}, normalize: true}}\n"
+        f"cluster: {{n_workers: 2, threads_per_worker: 1}}\n"
+    )
+
+
+def run_sampled(cmd: list[str], interval: float = 0.2) -> dict:
+    """Run ``cmd``; peak RSS of each process of its tree (by pid) and of the tree at once."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    peaks: dict[int, dict] = {}
+    tree_peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        root = psutil.Process(proc.pid)
+        while not stop.is_set():
+            try:
+                procs = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                break
+            total = 0
+            for p in procs:
+                try:
+                    rss = p.memory_info().rss
+                    if p.pid not in peaks:
+                        cmdline = " ".join(p.cmdline())
+                        kind = ("client" if p.pid == proc.pid else
+                                "resource-tracker" if "resource_tracker" in cmdline else
+                                "worker" if "spawn_main" in cmdline else "other")
+                        peaks[p.pid] = {"kind": kind, "peak_mb": 0.0, "cmd": cmdline[:120]}
+                    peaks[p.pid]["peak_mb"] = max(peaks[p.pid]["peak_mb"], rss / 2**20)
+                    total += rss
+                except psutil.Error:
+                    pass
+            tree_peak[0] = max(tree_peak[0], total)
+            time.sleep(interval)
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    stop.set()
+    th.join()
+    return {"wall_s": wall, "returncode": proc.returncode, "stdout": out, "stderr": err,
+            "processes": sorted(peaks.values(), key=lambda p: -p["peak_mb"]),
+            "peak_tree_mb": tree_peak[0] / 2**20}
+
+
+def check_sample(job_path: Path, store: Path, n_sample: int, seed: int = 0) -> dict:
+    """Recompute ``n_sample`` random entries directly and compare them with the store."""
+    import zarr
+
+    from gramdist.arrayops import normalize_block
+    from gramdist.datasets import load_dataset
+    from gramdist.engine.store import read_state
+    from gramdist.jobs import load_job
+    from gramdist.kernels import make_kernel
+
+    t0 = time.perf_counter()
+    job = load_job(job_path)
+    spec = dict(job["kernel"])
+    kernel = make_kernel(spec.pop("name"), **spec)
+    graphs = load_dataset(job["dataset"])
+    state = read_state(store)
+    n = len(graphs)
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, n, n_sample)
+    cols = rng.integers(0, n, n_sample)
+    gram = zarr.open_array(str(store / "gram"), mode="r")
+    stored = np.asarray(gram.vindex[rows, cols])
+    # The engine stores K(a, b) for a <= b and mirrors it; recompute the same way.
+    lo, hi = np.minimum(rows, cols), np.maximum(rows, cols)
+    need = np.unique(np.concatenate([lo, hi]))
+    emb = kernel.embed(graphs.take(need), state)
+    where = {int(g): k for k, g in enumerate(need)}
+    diag = np.asarray(kernel.self_similarity(emb, state), dtype=np.float64)
+    direct = np.empty(n_sample)
+    for s in range(n_sample):
+        a, b = where[int(lo[s])], where[int(hi[s])]
+        raw = np.asarray(kernel.pairwise(emb[a:a + 1], emb[b:b + 1], state), dtype=np.float64)
+        direct[s] = normalize_block(raw, diag[a:a + 1], diag[b:b + 1])[0, 0]
+    diff = np.abs(direct - stored)
+    return {"n": int(n_sample), "bitwise_equal": int((direct == stored).sum()),
+            "max_abs_diff": float(diff.max()), "seconds": time.perf_counter() - t0}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n-graphs", type=int, default=20_000)
+    ap.add_argument("--tile", type=int, default=512)
+    ap.add_argument("--h", type=int, default=3)
+    ap.add_argument("--sample", type=int, default=10_000)
+    ap.add_argument("--max-process-mb", type=float, default=2000.0)
+    ap.add_argument("--workdir", default=tempfile.gettempdir())
+    ap.add_argument("--keep", action="store_true", help="keep the store")
+    ap.add_argument("--name", default="soak", help="results/<name>.json")
+    args = ap.parse_args()
+
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    work = Path(tempfile.mkdtemp(prefix="gramdist-soak-", dir=args.workdir))
+    job_path = work / "soak.yaml"
+    job_path.write_text(job_text(args.n_graphs, args.tile, args.h))
+    store = work / "soak.zarr"
+    try:
+        run = run_sampled(gramdist_cmd("run", str(job_path), "--out", str(store), "--quiet", "--json"))
+        if run["returncode"] != 0:
+            print(run["stderr"][-5000:], file=sys.stderr)
+            return 1
+        summary = last_json_line(run["stdout"])
+        size_mb = sum(f.stat().st_size for f in store.rglob("*") if f.is_file()) / 2**20
+        sample = check_sample(job_path, store, args.sample)
+        info = json.loads(subprocess.run(gramdist_cmd("info", str(store), "--json"), capture_output=True,
+                                         text=True, cwd=ROOT, check=True).stdout)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+    t = summary["timings"]
+    biggest = max(p["peak_mb"] for p in run["processes"])
+    result = {
+        "n_graphs": args.n_graphs, "entries": args.n_graphs**2, "tile": args.tile, "h": args.h,
+        "tiles": summary["tiles_total"], "complete": bool(summary["complete"] and info["complete"]),
+        "wall_s": round(run["wall_s"], 1), "timings": t,
+        "tiles_per_s": round(summary["tiles_computed"] / t["tiles_s"], 2),
+        "entries_per_s": round(args.n_graphs**2 / t["tiles_s"]),
+        "peak_process_mb": round(biggest, 1), "peak_tree_mb": round(run["peak_tree_mb"], 1),
+        "processes": [{k: (round(v, 1) if isinstance(v, float) else v) for k, v in p.items() if k != "cmd"}
+                      for p in run["processes"]],
+        "store_mb": round(size_mb, 1), "sample": sample,
+        "under_limit": biggest < args.max_process_mb,
+        "cpu": psutil.cpu_count(), "load_avg_start_end": [load_start, [round(x, 2) for x in os.getloadavg()]],
+    }
+    path = save(args.name, result)
+    print(json.dumps({k: v for k, v in result.items() if k != "processes"}, indent=2))
+    print(f"per process peak RSS (MB): {[(p['kind'], p['peak_mb']) for p in result['processes']]}")
+    print(f"saved {path}")
+    ok = result["complete"] and result["under_limit"] and sample["bitwise_equal"] == sample["n"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
