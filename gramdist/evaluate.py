@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.engine.store import open_gram, open_store
+from gramdist.engine.store import open_gram, open_store, read_array
 from gramdist.errors import StoreError
 
 DEFAULT_C_GRID = tuple(10.0**k for k in range(-3, 4))
@@ -72,8 +72,8 @@ def check_compatible(stores: list[str]) -> np.ndarray:
             raise StoreError(f"{s}: rectangular (test x train) store; evaluate needs a square Gram")
         if "y" not in root:
             raise StoreError(f"{s}: the dataset has no class labels")
-        y = np.asarray(root["y"][...])
-        ids = np.asarray(root["graph_ids"][...])
+        y = read_array(root, "y", s)
+        ids = read_array(root, "graph_ids", s)
         checksum = root.attrs.get("dataset_checksum")
         if ref_y is None:
             ref_y, ref_ids, ref_sum = y, ids, checksum

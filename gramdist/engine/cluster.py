@@ -103,7 +103,9 @@ def connect(cluster_spec: dict[str, Any], scheduler: str | None = None) -> Itera
             processes=True,
             memory_limit=cluster_spec.get("memory_limit", "auto"),
             dashboard_address=cluster_spec.get("dashboard_address") or ":0",
-            silence_logs=logging.ERROR,  # a level; the string "error" makes nannies fail
+            # a level (the string "error" makes nannies fail); CRITICAL because a failing tile is
+            # reported once, as a TileError naming it, not again in worker log records
+            silence_logs=logging.CRITICAL,
         )
     client = Client(cluster, security=security)
     try:

@@ -121,7 +121,7 @@ def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
     return root
 
 
-def _read_array(group: zarr.Group, name: str, where: str | os.PathLike, optional: bool = False) -> Any:
+def read_array(group: zarr.Group, name: str, where: str | os.PathLike, optional: bool = False) -> Any:
     """``group[name]`` as NumPy (None if ``optional`` and absent); :class:`StoreError` when it
     is missing or cannot be decoded."""
     try:
@@ -168,7 +168,7 @@ def read_state(path: str | os.PathLike) -> KernelState:
         raise StoreError(f"{path}: the fitted state was never completely written")
     group = root["state"]
     names = group.attrs.get("arrays", [])
-    arrays = {name: _read_array(group, name, f"{path}/state") for name in names}
+    arrays = {name: read_array(group, name, f"{path}/state") for name in names}
     return KernelState.from_store_parts(arrays, group.attrs.get("kernel_attrs", {}))
 
 
@@ -228,8 +228,8 @@ def open_gram(
 
         k = da.from_zarr(str(store), component="gram")
     else:
-        k = _read_array(root, "gram", store)
-    y = _read_array(root, "y", store, optional=True)
+        k = read_array(root, "gram", store)
+    y = read_array(root, "y", store, optional=True)
     return k, y
 
 
