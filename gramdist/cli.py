@@ -206,9 +206,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise JobError(f"stream learning is not available in this build: {exc}") from None
     out_dir = args.out or str(Path(job.get("output") or job["_job_name"]))
-    summary = run_stream_job(job, out_dir=out_dir, json_output=args.json)
-    if args.json:
-        print(json.dumps(summary))
+    run_stream_job(job, out_dir=out_dir, json_output=args.json)  # prints its own report
     return 0
 
 

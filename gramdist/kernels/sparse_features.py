@@ -76,24 +76,34 @@ class SparseFeatures:
             self._cache["row_index"] = np.repeat(np.arange(len(self), dtype=np.int64), self.row_lengths)
         return self._cache["row_index"]
 
+    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """(keys, values) of graph ``i`` as views."""
+        a, b = self.indptr[i], self.indptr[i + 1]
+        return self.keys[a:b], self.values[a:b]
+
     def _sorted_keys(self) -> np.ndarray:
         """Sorted distinct keys of all rows (cached: an embedding meets many tiles)."""
         if "sorted_keys" not in self._cache:
-            self._cache["sorted_keys"] = sorted_unique(self.keys)
+            self._sort_keys()
         return self._cache["sorted_keys"]
 
     def _shared_keys(self) -> np.ndarray:
         """Sorted keys present in at least two rows (keys are distinct within a row)."""
         if "shared_keys" not in self._cache:
-            s = np.sort(self.keys)
-            dup = s[1:][s[1:] == s[:-1]]
-            self._cache["shared_keys"] = sorted_unique(dup)
+            self._sort_keys()
         return self._cache["shared_keys"]
 
-    def row(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """(keys, values) of graph ``i`` as views."""
-        a, b = self.indptr[i], self.indptr[i + 1]
-        return self.keys[a:b], self.values[a:b]
+    def _sort_keys(self) -> None:
+        s = np.sort(self.keys)
+        if len(s) == 0:
+            self._cache["sorted_keys"] = self._cache["shared_keys"] = s
+            return
+        new = np.empty(len(s), dtype=bool)
+        new[0] = True
+        np.not_equal(s[1:], s[:-1], out=new[1:])
+        self._cache["sorted_keys"] = s[new]
+        dup = s[1:][~new[1:]]  # the 2nd, 3rd, ... copies of repeated keys
+        self._cache["shared_keys"] = unique_sorted(dup)
 
     # ------------------------------------------------------------ slicing
     def __getitem__(self, key: slice | int | np.ndarray | list) -> SparseFeatures:
@@ -223,7 +233,9 @@ def dot(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
         common = a._shared_keys()
     else:
         ua, ub = a._sorted_keys(), b._sorted_keys()
-        pos = np.searchsorted(ub, ua)  # sorted queries: a linear-time merge in practice
+        if len(ua) > len(ub):
+            ua, ub = ub, ua
+        pos = np.searchsorted(ub, ua)  # the smaller, sorted, into the larger: a merge in practice
         pos[pos == len(ub)] = 0
         common = ua[ub[pos] == ua]
     if len(common):
@@ -238,14 +250,8 @@ def dot(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
 
 
 def sorted_unique(keys: np.ndarray) -> np.ndarray:
-    """Sorted distinct values of a uint64 array (``np.sort`` + mask; avoids hash-based unique)."""
-    s = np.sort(keys)
-    if len(s) == 0:
-        return s
-    keep = np.empty(len(s), dtype=bool)
-    keep[0] = True
-    keep[1:] = s[1:] != s[:-1]
-    return s[keep]
+    """Sorted distinct values of a uint64 array (sort + mask; ``np.unique`` is slow in NumPy 2.4)."""
+    return unique_sorted(keys)
 
 
 def sort_segments(keys: np.ndarray, indptr: np.ndarray,
@@ -298,8 +304,8 @@ def _as_csr(x: SparseFeatures, cols: np.ndarray) -> sp.csr_matrix:
         bits = int(min(24, max(10, np.ceil(np.log2(len(cols) + 1)) + 5)))
         shift = np.uint64(64 - bits)
         table = np.zeros(1 << bits, dtype=bool)
-        table[(cols >> shift).astype(np.intp)] = True
-        cand = np.flatnonzero(table[(keys >> shift).astype(np.intp)])
+        table[(cols >> shift).view(np.int64)] = True  # < 2^24 after the shift: no copy needed
+        cand = np.flatnonzero(table[(keys >> shift).view(np.int64)])
         sub = keys[cand]
     else:
         cand, sub = None, keys

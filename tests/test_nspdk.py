@@ -1,0 +1,290 @@
+"""NSPDK: brute-force reference, invariances, tiling, cross-process stability."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import math
+import os
+import subprocess
+import sys
+from collections import deque
+
+import numpy as np
+import pytest
+
+from gramdist.errors import JobError
+from gramdist.graphs import GraphBatch
+from gramdist.kernels import make_kernel
+from gramdist.kernels.nspdk import NSPDKKernel
+from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
+
+
+# ---------------------------------------------------------------- helpers
+def random_batch(seed: int, n_graphs: int = 25, n_max: int = 12, n_labels: int = 3,
+                 edge_labels: bool = True) -> GraphBatch:
+    rng = np.random.default_rng(seed)
+    sizes, edges = [], []
+    for _ in range(n_graphs):
+        n = int(rng.integers(1, n_max))
+        e = rng.integers(0, n, (int(rng.integers(0, 2 * n + 1)), 2))
+        sizes.append(n)
+        edges.append(e[e[:, 0] != e[:, 1]])
+    return GraphBatch.from_graphs(
+        edges, sizes, node_labels=[rng.integers(0, n_labels, n) for n in sizes],
+        edge_labels=[rng.integers(0, 2, len(e)) for e in edges] if edge_labels else None)
+
+
+def permute(batch: GraphBatch, seed: int) -> GraphBatch:
+    """Same graphs with the nodes of each graph renumbered at random (edges shuffled too)."""
+    rng = np.random.default_rng(seed)
+    edges, labels, elabels = [], [], []
+    for g in batch:
+        p = rng.permutation(g.n_nodes)
+        e = p[g.edges.astype(np.int64)]
+        order = rng.permutation(len(e))
+        e = e[order][:, ::-1] if len(e) else e
+        edges.append(e)
+        lab = np.empty(g.n_nodes, np.int64)
+        lab[p] = g.node_labels
+        labels.append(lab)
+        elabels.append(g.edge_labels[order] if g.edge_labels is not None else None)
+    return GraphBatch.from_graphs(edges, batch.nodes_per_graph, node_labels=labels,
+                                  edge_labels=elabels if batch.edge_labels is not None else None)
+
+
+def nspdk_reference(g, r: int, d: int, normalize: bool) -> dict:
+    """Features of one graph straight from the definition: BFS per node, canonical tuples."""
+    n = g.n_nodes
+    lab = g.node_labels.tolist()
+    el = g.edge_labels.tolist() if g.edge_labels is not None else [0] * len(g.edges)
+    adj: dict[int, dict[int, int]] = collections.defaultdict(dict)
+    for (a, b), lb in zip(g.edges.tolist(), el):
+        adj[a][b] = lb
+        adj[b][a] = lb
+    dists = []
+    for s in range(n):
+        dist, q = {s: 0}, deque([s])
+        while q:
+            u = q.popleft()
+            if dist[u] < max(r, d):
+                for w in adj[u]:
+                    if w not in dist:
+                        dist[w] = dist[u] + 1
+                        q.append(w)
+        dists.append(dist)
+
+    def code(v: int, rho: int) -> tuple:
+        dv = dists[v]
+        ball = {w for w, x in dv.items() if x <= rho}
+        nodes = []
+        for w in ball:
+            nbrs = tuple(sorted((dv[u], lab[u], adj[w][u]) for u in adj[w] if u in ball))
+            nodes.append((dv[w], lab[w], nbrs))
+        return tuple(sorted(nodes))
+
+    codes = {(v, rho): code(v, rho) for v in range(n) for rho in range(r + 1)}
+    feats: collections.Counter = collections.Counter()
+    for v in range(n):
+        for w, delta in dists[v].items():
+            if delta <= d:
+                for rho in range(r + 1):
+                    feats[(rho, delta, codes[v, rho], codes[w, rho])] += 1
+    if not normalize:
+        return dict(feats)
+    norms: dict = collections.defaultdict(float)
+    for key, c in feats.items():
+        norms[key[:2]] += c * c
+    return {key: c / math.sqrt(norms[key[:2]]) for key, c in feats.items()}
+
+
+def reference_gram(batch: GraphBatch, r: int, d: int, normalize: bool) -> np.ndarray:
+    feats = [nspdk_reference(g, r, d, normalize) for g in batch]
+    return np.array([[sum(v * fb.get(k, 0.0) for k, v in fa.items()) for fb in feats] for fa in feats])
+
+
+# ---------------------------------------------------------------- tests
+@pytest.mark.parametrize("r,d,normalize", [(0, 0, False), (1, 2, False), (2, 3, True), (3, 4, False)])
+def test_matches_brute_force_random(r, d, normalize):
+    batch = random_batch(1)
+    k = NSPDKKernel(r=r, d=d, normalize_blocks=normalize)
+    f = k.embed(batch, k.fit(batch, 0))
+    got = k.pairwise(f, f, None)
+    ref = reference_gram(batch, r, d, normalize)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    # same number of distinct features per graph: no merged or split neighbourhood codes
+    assert np.diff(f.indptr).tolist() == [len(nspdk_reference(g, r, d, normalize)) for g in batch]
+    if not normalize:
+        assert np.array_equal(got, ref)  # integer counts: exact
+
+
+def test_matches_brute_force_mutag(mutag):
+    batch = mutag[:30]
+    k = NSPDKKernel(r=2, d=3)
+    f = k.embed(batch, k.fit(batch, 0))
+    np.testing.assert_allclose(k.pairwise(f, f, None), reference_gram(batch, 2, 3, True), rtol=1e-12)
+
+
+def test_codes_distinguish_edge_labels_and_structure():
+    # a path a-b-c vs a triangle a-b-c: same node multiset, different neighbourhoods
+    path = GraphBatch.from_graphs([np.array([[0, 1], [1, 2]])], [3], node_labels=[np.array([0, 0, 0])])
+    tri = GraphBatch.from_graphs([np.array([[0, 1], [1, 2], [0, 2]])], [3], node_labels=[np.array([0, 0, 0])])
+    k = NSPDKKernel(r=1, d=0, normalize_blocks=False)
+    fp, ft = k.features(path), k.features(tri)
+    # radius 0 (single labelled nodes) matches, radius 1 never does
+    assert k.pairwise(fp, ft, None)[0, 0] == 9.0
+    e1 = GraphBatch.from_graphs([np.array([[0, 1]])], [2], node_labels=[np.array([0, 1])],
+                                edge_labels=[np.array([0])])
+    e2 = GraphBatch.from_graphs([np.array([[0, 1]])], [2], node_labels=[np.array([0, 1])],
+                                edge_labels=[np.array([1])])
+    assert k.pairwise(k.features(e1), k.features(e2), None)[0, 0] == 2.0  # radius-0 only
+
+
+def test_node_permutation_invariance(mutag):
+    batch = mutag[:40]
+    k = NSPDKKernel(r=3, d=4)
+    f1, f2 = k.features(batch), k.features(permute(batch, 7))
+    assert np.array_equal(f1.indptr, f2.indptr)
+    assert np.array_equal(f1.keys, f2.keys)
+    np.testing.assert_allclose(f1.values, f2.values, rtol=1e-15)
+
+
+def test_embedding_independent_of_chunk(mutag):
+    batch = mutag[:30]
+    k = NSPDKKernel(r=2, d=2)
+    whole = k.features(batch)
+    for i in (0, 7, 29):
+        alone = k.features(batch[i : i + 1])
+        row = whole[i : i + 1]
+        assert np.array_equal(alone.keys, row.keys) and np.array_equal(alone.values, row.values)
+
+
+def test_tile_size_invariance_and_psd(mutag):
+    batch = mutag[:45]
+    k = NSPDKKernel(r=2, d=3)
+    state = k.fit(batch, 0)
+    ref = gram_by_tiles(k, state, batch, tile=45)
+    for tile in (1, 8, 17):
+        # bitwise: K(a, b) is the same arithmetic whatever else is in the tile
+        assert np.array_equal(gram_by_tiles(k, state, batch, tile=tile), ref)
+    # (normalised Grams differ in the last bit only through the order of the two divisions
+    # in normalize_block for mirrored entries)
+    norm = gram_by_tiles(k, state, batch, tile=8, normalize=True)
+    np.testing.assert_allclose(norm, gram_by_tiles(k, state, batch, tile=45, normalize=True), rtol=1e-15)
+    assert min_eigenvalue_ratio(norm) > -1e-10
+    np.testing.assert_allclose(np.diag(norm), 1.0)
+
+
+def test_block_normalisation():
+    batch = random_batch(3, n_graphs=10)
+    k = NSPDKKernel(r=2, d=2)
+    f = k.features(batch)
+    # each non-empty (radius, distance) block has unit norm, so K(G, G) = #non-empty blocks
+    raw = NSPDKKernel(r=2, d=2, normalize_blocks=False).features(batch)
+    for i in range(len(batch)):
+        blocks = {int(x) for x in (raw[i].keys & np.uint64(0xFF))}
+        assert k.self_similarity(f[i : i + 1], None)[0] == pytest.approx(len(blocks), rel=1e-12)
+
+
+def test_small_blocks_give_same_features(mutag, monkeypatch):
+    import gramdist.kernels.nspdk as mod
+
+    batch = mutag[:20]
+    k = NSPDKKernel(r=2, d=3)
+    ref = k.features(batch)
+    monkeypatch.setattr(mod, "BLOCK_NODES", 50)  # forces many internal blocks
+    got = k.features(batch)
+    assert np.array_equal(got.keys, ref.keys) and np.array_equal(got.values, ref.values)
+
+
+_CHILD = """
+import hashlib, sys
+import numpy as np
+from gramdist.datasets import read_tu
+from gramdist.kernels.nspdk import NSPDKKernel
+from gramdist.kernels.odd import ODDSTKernel
+b = read_tu(sys.argv[1])[:25]
+h = hashlib.sha256()
+for k in (NSPDKKernel(r=2, d=3), ODDSTKernel(h=3, lam=0.8)):
+    f = k.features(b)
+    h.update(f.indptr.tobytes()); h.update(f.keys.tobytes()); h.update(f.values.tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_same_features_in_processes_with_different_hash_seeds(dataset_dir):
+    folder = str(dataset_dir("MUTAG"))
+    digests = set()
+    for seed in ("0", "12345"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        out = subprocess.run([sys.executable, "-c", _CHILD, folder], env=env, check=True,
+                             capture_output=True, text=True)
+        digests.add(out.stdout.strip())
+    assert len(digests) == 1
+    # and the parent process agrees too
+    from gramdist.datasets import read_tu
+    from gramdist.kernels.odd import ODDSTKernel
+
+    b = read_tu(folder)[:25]
+    h = hashlib.sha256()
+    for k in (NSPDKKernel(r=2, d=3), ODDSTKernel(h=3, lam=0.8)):
+        f = k.features(b)
+        h.update(f.indptr.tobytes())
+        h.update(f.keys.tobytes())
+        h.update(f.values.tobytes())
+    assert digests == {h.hexdigest()}
+
+
+def test_empty_and_edgeless_graphs():
+    batch = GraphBatch.from_graphs([np.zeros((0, 2)), np.zeros((0, 2))], [1, 3],
+                                   node_labels=[np.array([2]), np.array([2, 2, 5])])
+    k = NSPDKKernel(r=2, d=2, normalize_blocks=False)
+    f = k.features(batch)
+    # edgeless: only (rho, 0) self pairs; radius 0 and 1, 2 codes coincide per label
+    assert k.pairwise(f, f, None).tolist() == [[3.0, 6.0], [6.0, 3 * (4 + 1)]]
+
+
+def test_validation():
+    with pytest.raises(JobError, match="r"):
+        make_kernel("nspdk", r=-1)
+    with pytest.raises(JobError, match="normalize_blocks"):
+        make_kernel("nspdk", normalize_blocks="yes")
+    with pytest.raises(JobError, match="unknown parameter"):
+        make_kernel("nspdk", h=2)
+    assert isinstance(make_kernel("nspdk", r=1, d=2), NSPDKKernel)
+
+
+# ---------------------------------------------------------------- the shared sparse embedding
+def test_sparse_features_from_pairs_dot_and_slicing():
+    import pickle
+
+    from gramdist.kernels.hashing import mix
+    from gramdist.kernels.sparse_features import SparseFeatures, dot, sq_norms
+
+    rng = np.random.default_rng(0)
+    n_graphs, m = 40, 6000
+    g = rng.integers(0, n_graphs - 1, m)  # the last graph stays empty
+    ids = rng.integers(0, 400, m)
+    k = mix(ids)  # a bijection: spread 64-bit keys, one per id
+    v = rng.integers(1, 4, m).astype(float)
+    f = SparseFeatures.from_pairs(g, k, v, n_graphs)
+    dense = np.zeros((n_graphs, 400))
+    np.add.at(dense, (g, ids), v)
+    full = dot(f, f)
+    assert np.array_equal(full, dense @ dense.T)  # integer values: exact
+    assert np.array_equal(sq_norms(f), np.diag(full))
+    assert all(np.all(f.row(i)[0][1:] > f.row(i)[0][:-1]) for i in range(n_graphs))  # sorted rows
+    # any pair of row subsets gives bitwise the same entries, scalar counts likewise
+    w = rng.random(m)
+    fw = SparseFeatures.from_pairs(g, k, w, n_graphs)
+    ref = dot(fw, fw)
+    for a, b in [(slice(0, 7), slice(3, 40)), (slice(5, 6), slice(5, 6)), (slice(10, 30), slice(0, 40))]:
+        assert np.array_equal(dot(fw[a], fw[b]), ref[a, b])
+    idx = np.array([5, 2, 2, 39])
+    assert np.array_equal(dot(fw.take(idx), fw), ref[idx])
+    assert np.array_equal(dot(SparseFeatures.concat([fw[:10], fw[10:]]), fw), ref)
+    assert np.array_equal(SparseFeatures.from_pairs(g, k, 1.0, n_graphs).values,
+                          SparseFeatures.from_pairs(g, k, np.ones(m), n_graphs).values)
+    fw._sorted_keys()
+    clone = pickle.loads(pickle.dumps(fw))
+    assert clone._cache == {} and np.array_equal(dot(clone, clone), ref)
