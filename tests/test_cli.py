@@ -130,10 +130,10 @@ def test_job_on_existing_cluster_via_scheduler_flag(dask_cluster, tmp_path, muta
     assert r.returncode == 0, r.stderr
     assert "2 workers" in r.stderr
     k, y = open_gram(out)
+    import yaml
+
     from gramdist.kernels.sparse_features import dot
     from gramdist.kernels.wl import WLSubtreeKernel
-
-    import yaml
 
     h = yaml.safe_load((ROOT / "jobs" / "mutag-wl.yaml").read_text())["kernel"]["h"]
     f = WLSubtreeKernel(h).features(mutag)

@@ -1,0 +1,288 @@
+"""FLG and MLG kernels against dense brute-force references, invariances and the state."""
+
+from __future__ import annotations
+
+import json
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from gramdist.errors import JobError
+from gramdist.graphs import GraphBatch
+from gramdist.kernels import make_kernel
+from gramdist.kernels.base import KernelState
+from gramdist.kernels.bhattacharyya import GaussianEmbedding, bhattacharyya
+from gramdist.kernels.mlg import (
+    FLGKernel,
+    MLGKernel,
+    balls,
+    flg_kernelized,
+    nystrom_features,
+    subgraph_covariances,
+)
+from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
+
+
+# ----------------------------------------------------------------------------- references
+def dense_laplacian(g) -> np.ndarray:
+    a = np.asarray(g.adjacency().todense())
+    np.fill_diagonal(a, 0.0)  # a self-loop does not change the Laplacian
+    return np.diag(a.sum(axis=1)) - a
+
+
+def flg_dense(u1: np.ndarray, lap1: np.ndarray, u2: np.ndarray, lap2: np.ndarray, eta: float, gamma: float) -> float:
+    """Definition 2 / Eq. (4) literally: explicit inverses in the full feature space."""
+    m = u1.shape[1]
+    s1 = u1.T @ np.linalg.inv(lap1 + eta * np.eye(len(lap1))) @ u1 + gamma * np.eye(m)
+    s2 = u2.T @ np.linalg.inv(lap2 + eta * np.eye(len(lap2))) @ u2 + gamma * np.eye(m)
+    num = np.linalg.det(np.linalg.inv(0.5 * np.linalg.inv(s1) + 0.5 * np.linalg.inv(s2))) ** 0.5
+    return float(num / (np.linalg.det(s1) ** 0.25 * np.linalg.det(s2) ** 0.25))
+
+
+def one_hot(labels: np.ndarray, alphabet: np.ndarray) -> np.ndarray:
+    return (np.asarray(labels)[:, None] == np.asarray(alphabet)[None, :]).astype(float)
+
+
+def random_graphs(n: int, seed: int, max_nodes: int = 9, n_labels: int = 3, attrs: int = 0) -> GraphBatch:
+    rng = np.random.default_rng(seed)
+    edges, sizes, labels, feats = [], [], [], []
+    for _ in range(n):
+        k = int(rng.integers(1, max_nodes + 1))
+        edges.append(rng.integers(0, k, size=(int(rng.integers(0, 2 * k + 1)), 2)))
+        sizes.append(k)
+        labels.append(rng.integers(0, n_labels, size=k))
+        feats.append(rng.standard_normal((k, attrs)) * 3 + 1)
+    return GraphBatch.from_graphs(edges, sizes, node_labels=labels, node_attrs=feats if attrs else None)
+
+
+def permuted(graphs: GraphBatch, seed: int) -> GraphBatch:
+    rng = np.random.default_rng(seed)
+    edges, sizes, labels = [], [], []
+    for g in graphs:
+        perm = rng.permutation(g.n_nodes)  # old node i becomes perm[i]
+        e = perm[g.edges]
+        edges.append(e[rng.permutation(len(e))])
+        lab = np.empty(g.n_nodes, dtype=np.int64)
+        lab[perm] = g.node_labels
+        labels.append(lab)
+        sizes.append(g.n_nodes)
+    return GraphBatch.from_graphs(edges, sizes, node_labels=labels)
+
+
+def mlg_reference(kern: MLGKernel, state: KernelState, graphs: GraphBatch) -> np.ndarray:
+    """MLG Gram by per-vertex loops: networkx balls, dense inverses, slogdet, no batching."""
+    arr = state.arrays
+    eta, gamma = kern.eta, kern.gamma
+    feats = [one_hot(g.node_labels, arr["base.labels"]) for g in graphs]
+    ld = lambda m: np.linalg.slogdet(m)[1]  # noqa: E731
+    for level in range(1, kern.levels + 1):
+        r = state.attrs["radii"][level - 1]
+        a_cov, proj = arr[f"level{level}.cov"], arr[f"level{level}.proj"]
+        new = []
+        for g, x in zip(graphs, feats):
+            nxg = nx.Graph()
+            nxg.add_nodes_from(range(g.n_nodes))
+            nxg.add_edges_from(g.edges.tolist())
+            adj0 = np.asarray(g.adjacency().todense())
+            np.fill_diagonal(adj0, 0.0)
+            out = np.zeros((g.n_nodes, proj.shape[1]))
+            for v in range(g.n_nodes):
+                ball = sorted(nx.single_source_shortest_path_length(nxg, v, cutoff=r))
+                sub = adj0[np.ix_(ball, ball)]
+                lap = np.diag(sub.sum(axis=1)) - sub  # Laplacian of the induced subgraph
+                s = x[ball].T @ np.linalg.inv(lap + eta * np.eye(len(ball))) @ x[ball] + gamma * np.eye(x.shape[1])
+                kv = np.array([np.exp(0.25 * ld(s) + 0.25 * ld(sa) - 0.5 * ld(0.5 * (s + sa))) for sa in a_cov])
+                out[v] = proj.T @ kv
+            new.append(out)
+        feats = new
+    covs = [x.T @ np.linalg.inv(dense_laplacian(g) + eta * np.eye(g.n_nodes)) @ x + gamma * np.eye(x.shape[1])
+            for g, x in zip(graphs, feats)]
+    n = len(graphs)
+    k = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            k[i, j] = np.exp(0.25 * ld(covs[i]) + 0.25 * ld(covs[j]) - 0.5 * ld(0.5 * (covs[i] + covs[j])))
+    return k
+
+
+# ----------------------------------------------------------------------------- FLG
+@pytest.mark.parametrize("eta,gamma", [(0.1, 0.01), (1.0, 0.5)])
+def test_flg_equals_dense_definition(mutag, eta: float, gamma: float) -> None:
+    graphs = mutag[:15]
+    kern = FLGKernel(eta=eta, gamma=gamma)
+    state = kern.fit(mutag, 0)
+    got = gram_by_tiles(kern, state, graphs, tile=4)
+    alphabet = state.arrays["base.labels"]
+    for i in range(15):
+        for j in range(i, 15):
+            gi, gj = graphs[i], graphs[j]
+            ref = flg_dense(one_hot(gi.node_labels, alphabet), dense_laplacian(gi),
+                            one_hot(gj.node_labels, alphabet), dense_laplacian(gj), eta, gamma)
+            assert got[i, j] == pytest.approx(ref, rel=1e-9)
+
+
+def test_flg_with_attributes_equals_dense_definition() -> None:
+    graphs = random_graphs(12, 3, attrs=2)
+    kern = FLGKernel(node_features="both", attr_weight=0.5, eta=0.3, gamma=0.1)
+    state = kern.fit(graphs, 0)
+    got = gram_by_tiles(kern, state, graphs, tile=5)
+    mean, scale = graphs.node_attrs.mean(axis=0), graphs.node_attrs.std(axis=0)
+    feats = [np.hstack([one_hot(g.node_labels, [0, 1, 2]), (g.node_attrs - mean) / scale * 0.5]) for g in graphs]
+    for i in range(12):
+        for j in range(12):
+            ref = flg_dense(feats[i], dense_laplacian(graphs[i]), feats[j], dense_laplacian(graphs[j]), 0.3, 0.1)
+            assert got[i, j] == pytest.approx(ref, rel=1e-9)
+    with pytest.raises(JobError, match="needs node attributes"):
+        FLGKernel(node_features="attributes").fit(random_graphs(3, 0), 0)
+
+
+def test_kernelized_form_equals_explicit_form(mutag) -> None:
+    """Proposition 2 (eigendecomposition of the joint vertex Gram) = Definition 2."""
+    alphabet = np.unique(mutag.node_labels)
+    for i, j in [(0, 1), (2, 7), (10, 10)]:
+        gi, gj = mutag[i], mutag[j]
+        ui, uj = one_hot(gi.node_labels, alphabet), one_hot(gj.node_labels, alphabet)
+        u = np.vstack([ui, uj])
+        got = flg_kernelized(u @ u.T, gi.n_nodes, dense_laplacian(gi), dense_laplacian(gj), 0.1, 0.01)
+        ref = flg_dense(ui, dense_laplacian(gi), uj, dense_laplacian(gj), 0.1, 0.01)
+        assert got == pytest.approx(ref, rel=1e-8)
+
+
+def test_full_rank_base_projection_is_exact(mutag) -> None:
+    """Proposition 1: projecting onto (a basis of) the span of the features changes nothing."""
+    exact = FLGKernel()
+    low = FLGKernel(base_rank=50, n_samples=200)  # the pool (4 * 200) covers every vertex
+    graphs = mutag[:30]
+    k0 = gram_by_tiles(exact, exact.fit(graphs, 0), graphs, tile=30)
+    state = low.fit(graphs, 0)
+    assert state.arrays["base.proj"].shape[1] == len(np.unique(graphs.node_labels))
+    assert np.allclose(gram_by_tiles(low, state, graphs, tile=30), k0, rtol=1e-9, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- building blocks
+def test_balls_match_breadth_first_search() -> None:
+    graphs = random_graphs(8, 4, max_nodes=12)
+    adj = graphs.adjacency()
+    g = nx.Graph()
+    g.add_nodes_from(range(graphs.n_nodes))
+    g.add_edges_from(graphs.global_edges.tolist())
+    for r in (0, 1, 2, 3):
+        indptr, indices = balls(adj, r)
+        for v in range(graphs.n_nodes):
+            assert indices[indptr[v] : indptr[v + 1]].tolist() == sorted(nx.single_source_shortest_path_length(g, v, r))
+        centers = np.array([5, 0, 5])
+        p2, i2 = balls(adj, r, centers)
+        for c, v in enumerate(centers):
+            assert i2[p2[c] : p2[c + 1]].tolist() == indices[indptr[v] : indptr[v + 1]].tolist()
+
+
+def test_subgraph_covariances_match_dense_induced_laplacians() -> None:
+    graphs = random_graphs(10, 5, max_nodes=10)
+    graphs = GraphBatch.concat([graphs, GraphBatch.from_graphs([np.array([[0, 0], [0, 1]])], [3], node_labels=[[0, 1, 2]])])
+    adj = graphs.adjacency()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((graphs.n_nodes, 3))
+    dense = np.asarray(adj.todense())
+    np.fill_diagonal(dense, 0)
+    indptr, indices = balls(adj, 2)
+    got = subgraph_covariances(adj, indptr, indices, x, 0.2, 0.05)
+    for v in range(graphs.n_nodes):
+        ball = indices[indptr[v] : indptr[v + 1]]
+        sub = dense[np.ix_(ball, ball)]
+        lap = np.diag(sub.sum(axis=1)) - sub + 0.2 * np.eye(len(ball))
+        ref = x[ball].T @ np.linalg.inv(lap) @ x[ball] + 0.05 * np.eye(3)
+        assert np.allclose(got[v], ref, rtol=1e-11, atol=1e-13)
+        assert np.array_equal(got[v], got[v].T)
+
+
+# ----------------------------------------------------------------------------- MLG
+@pytest.fixture(scope="module")
+def mlg_fitted(mutag):
+    kern = MLGKernel(levels=2, radius=1, n_samples=25, rank=6)
+    return kern, kern.fit(mutag[:80], seed=3)
+
+
+def test_mlg_equals_per_vertex_reference(mutag, mlg_fitted) -> None:
+    kern, state = mlg_fitted
+    graphs = mutag[[0, 3, 90, 150, 187]]  # two fit graphs, three never seen in fit
+    got = gram_by_tiles(kern, state, graphs, tile=2)
+    assert np.allclose(got, mlg_reference(kern, state, graphs), rtol=1e-8, atol=1e-12)
+
+
+def test_mlg_properties(mutag, mlg_fitted) -> None:
+    kern, state = mlg_fitted
+    graphs = mutag[:60]
+    ref = gram_by_tiles(kern, state, graphs, tile=60)
+    # tile-size invariance, bitwise
+    for tile in (1, 7, 25):
+        assert np.array_equal(gram_by_tiles(kern, state, graphs, tile=tile), ref)
+    # normalised by construction: K(G, G) = 1 exactly, normalisation is a no-op
+    assert np.array_equal(np.diag(ref), np.ones(60))
+    assert np.array_equal(kern.self_similarity(kern.embed(graphs, state), state), np.ones(60))
+    assert np.array_equal(gram_by_tiles(kern, state, graphs, tile=16, normalize=True), ref)
+    assert min_eigenvalue_ratio(ref) > -1e-12
+    # an embedding depends on the graph only, not on its chunk
+    whole = kern.embed(graphs, state)
+    for i in (0, 31, 59):
+        alone = kern.embed(graphs[i : i + 1], state)
+        assert np.array_equal(alone.cov, whole.cov[i : i + 1]) and np.array_equal(alone.logdet, whole.logdet[i : i + 1])
+
+
+def test_mlg_permutation_invariance(mutag, mlg_fitted) -> None:
+    kern, state = mlg_fitted
+    graphs = mutag[100:130]
+    a = kern.embed(graphs, state)
+    b = kern.embed(permuted(graphs, 11), state)
+    k_ab = kern.pairwise(a, b, state)
+    assert np.allclose(np.diag(k_ab), 1.0, rtol=0, atol=1e-9)
+    assert np.allclose(k_ab, kern.pairwise(a, a, state), rtol=1e-8, atol=1e-12)
+
+
+def test_nystrom_features_reproduce_the_anchor_gram(mutag) -> None:
+    """With every eigenpair kept, the anchors' own features satisfy F F' = K~ (Section 4.1)."""
+    kern = MLGKernel(levels=1, radius=1, n_samples=12, rank=12, min_eig_ratio=0.0)
+    state = kern.fit(mutag[:30], seed=0)
+    anchors = GaussianEmbedding(state.arrays["level1.cov"], state.arrays["level1.logdet"])
+    proj = state.arrays["level1.proj"]
+    k_anchor = bhattacharyya(anchors, anchors)
+    assert proj.shape == (len(anchors), len(anchors))
+    f = nystrom_features(anchors.cov, anchors, proj)
+    assert np.allclose(f @ f.T, k_anchor, rtol=1e-8, atol=1e-10)
+    # anchors are distinct subgraph Gaussians (duplicates skipped)
+    assert np.all(k_anchor[~np.eye(len(anchors), dtype=bool)] < 1 - 1e-9)
+
+
+def test_fit_is_deterministic_and_state_is_serialisable(mutag) -> None:
+    kern = make_kernel("mlg", levels=2, n_samples=15, rank=5, radius_growth="double", radius=2)
+    s1, s2, s3 = kern.fit(mutag, 5), kern.fit(mutag, 5), kern.fit(mutag, 6)
+    assert s1.arrays.keys() == s2.arrays.keys()
+    assert all(np.array_equal(s1.arrays[k], s2.arrays[k]) for k in s1.arrays)
+    assert not np.array_equal(s1.arrays["level1.cov"], s3.arrays["level1.cov"])
+    assert s1.attrs["radii"] == [2, 4]
+    restored = KernelState.from_store_parts({k: np.array(v) for k, v in s1.arrays.items()}, json.loads(json.dumps(s1.attrs)))
+    graphs = mutag[:10]
+    assert np.array_equal(gram_by_tiles(kern, restored, graphs, 4), gram_by_tiles(kern, s1, graphs, 4))
+
+
+def test_unseen_labels_and_degenerate_graphs(mutag) -> None:
+    kern = MLGKernel(levels=1, n_samples=10, rank=4)
+    state = kern.fit(mutag[:20], 0)
+    odd = GraphBatch.from_graphs(
+        [np.zeros((0, 2)), np.zeros((0, 2)), np.array([[0, 1]]), np.array([[0, 1], [1, 1]])],
+        [0, 2, 2, 2], node_labels=[[], [99, 0], [99, 99], [0, 1]],
+    )
+    emb = kern.embed(odd, state)
+    k = kern.pairwise(emb, emb, state)
+    assert np.all(np.isfinite(k)) and np.array_equal(np.diag(k), np.ones(4))
+
+
+@pytest.mark.parametrize("name,params", [
+    ("flg", {"eta": 0}), ("flg", {"gamma": -1.0}), ("flg", {"node_features": "edges"}), ("flg", {"base_rank": 0}),
+    ("flg", {"attr_weight": -1}), ("mlg", {"levels": 0}), ("mlg", {"radius": 0}), ("mlg", {"rank": 0}),
+    ("mlg", {"radius_growth": "cubic"}), ("mlg", {"n_samples": 1}), ("mlg", {"min_eig_ratio": 1.5}),
+    ("mlg", {"levels": True}),
+])
+def test_invalid_parameters(name: str, params: dict) -> None:
+    with pytest.raises(JobError, match=f"kernel {name}: parameter"):
+        make_kernel(name, **params)
