@@ -29,3 +29,14 @@ def normalize_block(block: np.ndarray, diag_rows: np.ndarray, diag_cols: np.ndar
         out = block / (dr[:, None] * dc[None, :])
     out[~np.isfinite(out)] = 0.0
     return out
+
+
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + c)`` for each (s, c), vectorised."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(counts)
+    offsets = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
+    return np.arange(total, dtype=np.int64) + offsets

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from gramdist.arrayops import ranges
+
 
 @dataclass(frozen=True, eq=False)
 class Graph:
@@ -228,8 +230,8 @@ class GraphBatch:
         base_e = self.edge_offsets[0]
         n_cnt = self.nodes_per_graph[indices]
         e_cnt = self.edges_per_graph[indices]
-        node_sel = _ranges(self.node_offsets[indices] - base_n, n_cnt)
-        edge_sel = _ranges(self.edge_offsets[indices] - base_e, e_cnt)
+        node_sel = ranges(self.node_offsets[indices] - base_n, n_cnt)
+        edge_sel = ranges(self.edge_offsets[indices] - base_e, e_cnt)
 
         def pick(a: np.ndarray | None, sel: np.ndarray) -> np.ndarray | None:
             return None if a is None else a[sel]
@@ -397,14 +399,3 @@ def _symmetric_csr(edges: np.ndarray, n: int) -> sp.csr_matrix:
     a.data[:] = 1.0
     a.sort_indices()
     return a
-
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of arange(s, s+c) for each (s, c), vectorised."""
-    counts = np.asarray(counts, dtype=np.int64)
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    offsets = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
-    return np.arange(total, dtype=np.int64) + offsets

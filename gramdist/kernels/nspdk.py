@@ -51,9 +51,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import check_param
 from gramdist.kernels.hashing import combine, mix, segment_sum_u64, tag
-from gramdist.kernels.sparse_features import SparseFeatures, dot, sort_segments, sq_norms
+from gramdist.kernels.sparse_features import SparseFeatureKernel, SparseFeatures, sort_segments
 
 _T_NODE = tag("nspdk.node")
 _T_NBR = tag("nspdk.neighbour")
@@ -161,7 +161,7 @@ def neighbourhood_codes(graphs: GraphBatch, r: int, patterns: list[sp.csr_matrix
     return codes
 
 
-class NSPDKKernel(GraphKernel):
+class NSPDKKernel(SparseFeatureKernel):
     """Neighbourhood subgraph pairwise distance kernel with explicit hashed features.
 
     Parameters
@@ -238,18 +238,6 @@ class NSPDKKernel(GraphKernel):
                                (r + 1) * (d + 1), self.normalize_blocks)
 
     # ------------------------------------------------------------ contract
-    def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
-        # features are stable hashes of the graph alone: there is nothing to learn
-        return KernelState(arrays={}, attrs={"fit_graphs": len(graphs)})
-
-    def embed(self, graphs: GraphBatch, state: KernelState) -> SparseFeatures:
-        return self.features(graphs)
-
-    def pairwise(self, a: SparseFeatures, b: SparseFeatures, state: KernelState) -> np.ndarray:
-        return dot(a, b)
-
-    def self_similarity(self, a: SparseFeatures, state: KernelState) -> np.ndarray:
-        return sq_norms(a)
 
 
 def _count_features(rows: np.ndarray, keys: np.ndarray, n_graphs: int, n_blocks: int,

@@ -44,10 +44,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import check_param
 from gramdist.kernels.hashing import combine, mix, tag
 from gramdist.kernels.nspdk import BLOCK_NODES, _blocks, _coo_keys, distance_patterns
-from gramdist.kernels.sparse_features import SparseFeatures, dot, sq_norms
+from gramdist.kernels.sparse_features import SparseFeatureKernel, SparseFeatures
 
 _T_TREE = tag("odd.tree")
 _T_CHILD = tag("odd.child")
@@ -66,7 +66,7 @@ def _restrict(prod: sp.csr_matrix, pattern: sp.csr_matrix, pattern_keys: np.ndar
     return out
 
 
-class ODDSTKernel(GraphKernel):
+class ODDSTKernel(SparseFeatureKernel):
     """ODD_ST_h graph kernel with explicit hashed subtree features.
 
     Parameters
@@ -160,18 +160,6 @@ class ODDSTKernel(GraphKernel):
                                          np.concatenate(vals), n_graphs)
 
     # ------------------------------------------------------------ contract
-    def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
-        # features are stable hashes of the graph alone: there is nothing to learn
-        return KernelState(arrays={}, attrs={"fit_graphs": len(graphs)})
-
-    def embed(self, graphs: GraphBatch, state: KernelState) -> SparseFeatures:
-        return self.features(graphs)
-
-    def pairwise(self, a: SparseFeatures, b: SparseFeatures, state: KernelState) -> np.ndarray:
-        return dot(a, b)
-
-    def self_similarity(self, a: SparseFeatures, state: KernelState) -> np.ndarray:
-        return sq_norms(a)
 
 
 __all__ = ["ODDSTKernel"]

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from gramdist.arrayops import unique_sorted
+from gramdist.arrayops import ranges, unique_sorted
+from gramdist.graphs import GraphBatch
+from gramdist.kernels.base import GraphKernel, KernelState
 
 
 @dataclass(eq=False)
@@ -125,7 +127,7 @@ class SparseFeatures:
         idx = np.asarray(idx, dtype=np.int64)
         lens = self.row_lengths[idx]
         starts = self.indptr[idx]
-        sel = _ranges(starts, lens)
+        sel = ranges(starts, lens)
         indptr = np.zeros(len(idx) + 1, dtype=np.int64)
         np.cumsum(lens, out=indptr[1:])
         return SparseFeatures(indptr, self.keys[sel], self.values[sel])
@@ -336,15 +338,28 @@ def _segment_sum_sequential(v: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return np.asarray(m @ np.ones(1), dtype=np.float64).ravel()
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of arange(s, s+c) for each (s, c), vectorised."""
-    counts = np.asarray(counts, dtype=np.int64)
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    offsets = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
-    return np.arange(total, dtype=np.int64) + offsets
+class SparseFeatureKernel(GraphKernel):
+    """Base of the explicit-feature kernels (WL, NSPDK, ODD_ST): K(a, b) = <phi(a), phi(b)>.
+
+    Subclasses implement :meth:`features`; ``embed`` returns those features, ``pairwise`` is
+    their exact :func:`dot` and ``self_similarity`` their :func:`sq_norms`. The default
+    ``fit`` learns nothing: features are stable hashes of each graph alone.
+    """
+
+    def features(self, graphs: GraphBatch) -> SparseFeatures:
+        raise NotImplementedError
+
+    def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
+        return KernelState(arrays={}, attrs={"fit_graphs": len(graphs)})
+
+    def embed(self, graphs: GraphBatch, state: KernelState) -> SparseFeatures:
+        return self.features(graphs)
+
+    def pairwise(self, a: SparseFeatures, b: SparseFeatures, state: KernelState) -> np.ndarray:
+        return dot(a, b)
+
+    def self_similarity(self, a: SparseFeatures, state: KernelState) -> np.ndarray:
+        return sq_norms(a)
 
 
-__all__ = ["SparseFeatures", "dot", "sq_norms", "sorted_unique", "sort_segments"]
+__all__ = ["SparseFeatureKernel", "SparseFeatures", "dot", "sq_norms", "sorted_unique", "sort_segments"]

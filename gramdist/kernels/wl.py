@@ -38,9 +38,9 @@ import numpy as np
 
 from gramdist.arrayops import unique_sorted
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import KernelState, check_param
 from gramdist.kernels.hashing import mix
-from gramdist.kernels.sparse_features import SparseFeatures, dot, sq_norms
+from gramdist.kernels.sparse_features import SparseFeatureKernel, SparseFeatures
 
 
 def wl_labels(graphs: GraphBatch, h: int) -> list[np.ndarray]:
@@ -69,7 +69,7 @@ def wl_labels(graphs: GraphBatch, h: int) -> list[np.ndarray]:
     return out
 
 
-class WLSubtreeKernel(GraphKernel):
+class WLSubtreeKernel(SparseFeatureKernel):
     """Weisfeiler–Lehman subtree kernel with explicit sparse count features.
 
     Parameters
@@ -108,14 +108,6 @@ class WLSubtreeKernel(GraphKernel):
             attrs={"labels_per_iteration": [int(len(p)) for p in per_iter], "fit_graphs": len(graphs)},
         )
 
-    def embed(self, graphs: GraphBatch, state: KernelState) -> SparseFeatures:
-        return self.features(graphs)
-
-    def pairwise(self, a: SparseFeatures, b: SparseFeatures, state: KernelState) -> np.ndarray:
-        return dot(a, b)
-
-    def self_similarity(self, a: SparseFeatures, state: KernelState) -> np.ndarray:
-        return sq_norms(a)
 
     def report(self, state: KernelState) -> list[str]:
         counts = state.attrs.get("labels_per_iteration", [])
