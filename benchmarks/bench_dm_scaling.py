@@ -7,7 +7,8 @@ Synthetic part (in-process, one thread, no Dask): the paper's generator (N = 10 
 200 nodes, average degree 5, random node labels and one numerical attribute; DM with h = 10,
 t = 4, b = 10) with one parameter varied at a time:
 
-* n, nodes per graph (graph size grows linearly with n at a fixed average degree);
+* n, nodes per graph (graph size grows linearly with n at a fixed average degree), with the
+  default k-means sample of 20000 descriptors (``n``) and on all descriptors (``n_all``);
 * h, the number of SC iterations;
 * sigma, the edge density 2m / (n (n - 1)) at n = 200 (so m grows linearly with sigma);
 * N, the number of graphs.
@@ -50,20 +51,23 @@ from gramdist.datasets import make_synthetic  # noqa: E402
 from gramdist.kernels.dm import DescriptorMatchingKernel  # noqa: E402
 
 DEFAULTS = {"n_graphs": 10, "n_nodes": 200, "avg_degree": 5.0, "h": 10, "density": None}
+# series name -> (varied setting, values, extra kernel parameters)
 SERIES = {
-    "n": ("n_nodes", [100, 200, 400, 800, 1600, 3200, 6400]),
-    "h": ("h", [1, 2, 4, 6, 8, 10, 15, 20]),
-    "sigma": ("density", [0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8]),
-    "N": ("n_graphs", [10, 20, 40, 80, 160, 320]),
+    "n": ("n_nodes", [100, 200, 400, 800, 1600, 3200, 6400], {}),
+    "n_all": ("n_nodes", [100, 200, 400, 800, 1600, 3200, 6400], {"descriptor_sample": None}),
+    "h": ("h", [1, 2, 4, 6, 8, 10, 15, 20], {}),
+    "sigma": ("density", [0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8], {}),
+    "N": ("n_graphs", [10, 20, 40, 80, 160, 320], {}),
 }
-QUICK = {"n": [100, 200, 400, 800], "h": [1, 2, 4, 8], "sigma": [0.025, 0.05, 0.1, 0.2], "N": [10, 20, 40]}
+QUICK = {"n": [100, 200, 400, 800], "n_all": [100, 200, 400], "h": [1, 2, 4, 8], "sigma": [0.025, 0.05, 0.1, 0.2],
+         "N": [10, 20, 40]}
 
 
-def one_point(setting: dict, repeats: int) -> dict:
+def one_point(setting: dict, repeats: int, extra: dict) -> dict:
     graphs = make_synthetic(n_graphs=setting["n_graphs"], n_nodes=setting["n_nodes"],
                             avg_degree=setting["avg_degree"], density=setting["density"],
                             n_labels=10, attr_dim=1, seed=0)
-    kernel = DescriptorMatchingKernel(h=setting["h"], eta=0.5, t=4, b=10)
+    kernel = DescriptorMatchingKernel(**{"h": setting["h"], "eta": 0.5, "t": 4, "b": 10, **extra})
     best: dict[str, float] = {}
     for _ in range(repeats):
         times = {}
@@ -93,17 +97,17 @@ def linear_fit(x: np.ndarray, y: np.ndarray) -> dict:
 
 def synthetic(quick: bool, repeats: int) -> dict:
     out = {}
-    for name, (key, values) in SERIES.items():
+    for name, (key, values, extra) in SERIES.items():
         values = QUICK[name] if quick else values
         points = []
         for v in values:
             setting = dict(DEFAULTS, **{key: v})
             if key == "density":
                 setting["avg_degree"] = None
-            points.append(one_point(setting, repeats))
+            points.append(one_point(setting, repeats, extra))
             print(f"  {name}={v}: {points[-1]['total_cpu_s']:.3f} s CPU", file=sys.stderr, flush=True)
         xs = np.array([p["edges"] / p["n_graphs"] if name == "sigma" else p[key] for p in points], dtype=float)
-        out[name] = {"param": key, "points": points,
+        out[name] = {"param": key, "kernel": extra, "points": points,
                      "linear": {part: linear_fit(xs, np.array([p[f"{part}_cpu_s"] for p in points]))
                                 for part in ("fit", "embed", "gram", "total")}}
     return out
@@ -137,8 +141,8 @@ def plot(results: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = {"n": "nodes per graph n", "h": "SC iterations h", "sigma": "edges per graph m (n = 200)",
-              "N": "number of graphs N"}
+    labels = {"n": "nodes per graph n", "n_all": "n, k-means on all descriptors", "h": "SC iterations h",
+              "sigma": "edges per graph m (n = 200)", "N": "number of graphs N"}
     fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.6))
     for ax, (name, s) in zip(np.atleast_1d(axes), results.items()):
         pts = s["points"]

@@ -191,9 +191,11 @@ def test_counts_above_cap_use_overflow_path() -> None:
     k = gram_by_tiles(kernel, state, graphs, tile=3)
     np.testing.assert_allclose(k, dm_reference(kernel, state, graphs), rtol=1e-12)
     np.testing.assert_array_equal(gram_by_tiles(kernel, state, graphs, tile=1), k)
+    np.testing.assert_array_equal(kernel.self_similarity(emb, state), np.diag(k))
 
 
-def test_descend_matches_nearest_centre_walk() -> None:
+def test_descend_matches_nearest_centre_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gramdist.kernels.dm_pyramid._FALLBACK_ROWS", 2)  # many float64 slices
     graphs = random_graphs(30, seed=7, attr_dim=1, n_nodes=(10, 30))
     kernel = DescriptorMatchingKernel(h=2, t=4, b=4)
     state = kernel.fit(graphs, seed=1)

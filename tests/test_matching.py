@@ -310,8 +310,9 @@ def test_self_similarity_is_the_diagonal(small):
     emb = kernel.embed(batch, state)
     diag = kernel.self_similarity(emb, state)
     assert np.array_equal(diag, np.diag(kernel.pairwise(emb, emb, state)))
-    # the kernel is scaled so that K(S_i, S_i) averages 1 over the representation set
-    assert diag[:15].mean() == pytest.approx(1.0, rel=1e-12)
+    # the kernel is scaled so that the coordinates of φ have unit mean variance over S
+    phi = emb.features[:15]
+    assert np.mean(np.sum((phi - phi.mean(axis=0)) ** 2, axis=1)) / phi.shape[1] == pytest.approx(1.0, rel=1e-10)
 
 
 def test_node_permutation_invariance(small):

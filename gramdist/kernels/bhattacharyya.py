@@ -17,13 +17,15 @@ the (often nearly singular) S_a, S_b, only one Cholesky factorisation per pair::
 For zero means (FLG, Kondor & Pan Eq. 4) the last term vanishes. ``K(p, p) = 1`` exactly in
 exact arithmetic; here it is exactly ``1.0`` in floating point too, because ``S_bar`` of a pair
 ``(a, a)`` is bitwise ``S_a`` and the log-determinants are computed by the same routine (see
-:func:`cholesky_logdet`). Positive semi-definiteness follows from the integral form.
+:func:`logdet`). Positive semi-definiteness follows from the integral form.
 
-Determinism: every per-pair quantity is computed by batched LAPACK calls that process each
-matrix independently (``np.linalg.cholesky`` factorises the stacked matrices one by one in a
-private buffer) and by element-wise NumPy arithmetic; sums over the small dimension ``d`` are
-explicit loops, never reductions whose order could depend on the array shape. K(a, b) is
-therefore bitwise the same whichever other pairs share the tile, and K(a, b) == K(b, a).
+Determinism and speed: for ``d <= 8`` (the power kernel's k) the Cholesky factorisation and the
+forward substitution run element-wise over all pairs of a block ("structure of arrays": one
+NumPy array per matrix entry), which avoids the per-matrix overhead of LAPACK on tiny matrices;
+for larger ``d`` batched LAPACK calls factorise the stacked matrices one by one in a private
+buffer. Sums over ``d`` are explicit loops, never reductions whose order could depend on the
+array shape. Either way K(a, b) is bitwise the same whichever other pairs share the tile, and
+K(a, b) == K(b, a) exactly.
 """
 
 from __future__ import annotations
@@ -32,8 +34,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: pairs per batched Cholesky call are limited so that the stacked matrices stay near this size
-_BLOCK_BYTES = 16 * 2**20
+#: pairs per batched LAPACK call are limited so that the stacked matrices stay near this size
+_BLOCK_BYTES = 2 * 2**20
+#: matrices up to this size are factorised element-wise over the batch (structure of arrays)
+_SOA_MAX_DIM = 8
+#: pairs per element-wise block (arrays of this length stay in cache)
+_SOA_PAIRS = 1 << 13
 
 
 @dataclass
@@ -45,7 +51,7 @@ class GaussianEmbedding:
     cov : (n, d, d) float64
         Symmetric positive definite covariance matrices (regularisation already applied).
     logdet : (n,) float64
-        ``log|cov_i|`` from :func:`cholesky_logdet`.
+        ``log|cov_i|`` from :func:`logdet`.
     mean : (n, d) float64 or None
         Means; ``None`` for zero-mean Gaussians (FLG/MLG).
     """
@@ -67,41 +73,70 @@ class GaussianEmbedding:
         return int(self.cov.shape[1])
 
 
-def cholesky_logdet(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Batched Cholesky factors and log-determinants of SPD matrices.
+def _logdet_quad_soa(
+    lower: list[list[np.ndarray]], diff: list[np.ndarray] | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Cholesky of m small SPD matrices stored entry-wise ("structure of arrays").
 
-    Parameters
-    ----------
-    cov : (n, d, d) float64
-        Symmetric positive definite matrices (only the lower triangle is read).
-
-    Returns
-    -------
-    chol : (n, d, d) float64
-        Lower-triangular factors with ``chol @ chol.T == cov``.
-    logdet : (n,) float64
-        ``2 * sum(log(diag(chol)))``, summed in index order by an explicit loop so that the
-        value of one matrix never depends on the others in the batch.
-
-    Raises
-    ------
-    ValueError
-        If a matrix is not positive definite (names the first offending index).
+    ``lower[i][j]`` (i >= j) is the (m,) array of entry (i, j) of every matrix; ``diff[i]`` the
+    (m,) array of component i of a vector per matrix. Returns ``log|A|`` (sum of the logs of
+    the pivots, in index order) and ``diff' A^-1 diff`` (forward substitution), or ``None``.
+    Every operation is element-wise, so each matrix's result is independent of the batch.
     """
-    cov = np.asarray(cov, dtype=np.float64)
-    n, d = cov.shape[0], cov.shape[1]
-    if d == 0:
-        return np.zeros((n, 0, 0)), np.zeros(n)
+    d = len(lower)
+    chol: list[list[np.ndarray]] = [[] for _ in range(d)]
+    ld = np.zeros(len(lower[0][0]))
+    for j in range(d):
+        piv = lower[j][j]
+        for k in range(j):
+            piv = piv - chol[j][k] * chol[j][k]
+        if not np.all(piv > 0):
+            bad = int(np.flatnonzero(~(piv > 0))[0])
+            raise ValueError(f"matrix {bad} of the batch is not positive definite; increase the regulariser")
+        ld = ld + np.log(piv)
+        root = np.sqrt(piv)
+        for i in range(j + 1, d):
+            t = lower[i][j]
+            for k in range(j):
+                t = t - chol[i][k] * chol[j][k]
+            chol[i].append(t / root)
+        chol[j].append(root)
+    if diff is None:
+        return ld, None
+    z: list[np.ndarray] = []
+    quad = np.zeros_like(ld)
+    for j in range(d):
+        t = diff[j]
+        for i in range(j):
+            t = t - chol[j][i] * z[i]
+        z.append(t / chol[j][j])
+        quad = quad + z[j] * z[j]
+    return ld, quad
+
+
+def _logdet_quad_lapack(sbar: np.ndarray, diff: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Same as :func:`_logdet_quad_soa` for stacked (m, d, d) matrices, via batched LAPACK."""
+    m, d = sbar.shape[0], sbar.shape[1]
     try:
-        chol = np.linalg.cholesky(cov)
+        chol = np.linalg.cholesky(sbar)
     except np.linalg.LinAlgError:
-        bad = next(i for i in range(n) if not _is_pd(cov[i]))
+        bad = next(i for i in range(m) if not _is_pd(sbar[i]))
         raise ValueError(f"matrix {bad} of the batch is not positive definite; increase the regulariser") from None
     diag = np.log(np.diagonal(chol, axis1=1, axis2=2))
     acc = diag[:, 0].copy()
     for j in range(1, d):
         acc += diag[:, j]
-    return chol, 2.0 * acc
+    if diff is None:
+        return 2.0 * acc, None
+    z = np.empty((d, m))
+    quad = np.zeros(m)
+    for j in range(d):
+        t = diff[:, j].copy()
+        for i in range(j):
+            t -= chol[:, j, i] * z[i]
+        z[j] = t / chol[:, j, j]
+        quad += z[j] * z[j]
+    return 2.0 * acc, quad
 
 
 def _is_pd(m: np.ndarray) -> bool:
@@ -112,34 +147,45 @@ def _is_pd(m: np.ndarray) -> bool:
         return False
 
 
+def logdet(cov: np.ndarray) -> np.ndarray:
+    """Log-determinants of SPD matrices by the routine the pairwise kernel uses.
+
+    Parameters
+    ----------
+    cov : (n, d, d) float64, symmetric positive definite (only the lower triangle is read).
+
+    Returns
+    -------
+    (n,) float64. For ``d <= 8`` an element-wise Cholesky over the batch (faster for tiny
+    matrices than one LAPACK call per matrix), otherwise batched LAPACK; either way the value
+    of one matrix never depends on the others in the batch.
+
+    Raises
+    ------
+    ValueError
+        If a matrix is not positive definite (names the first offending index).
+    """
+    cov = np.asarray(cov, dtype=np.float64)
+    n, d = cov.shape[0], cov.shape[1]
+    if d == 0 or n == 0:
+        return np.zeros(n)
+    if d <= _SOA_MAX_DIM:
+        lower = [[np.ascontiguousarray(cov[:, i, j]) for j in range(i + 1)] for i in range(d)]
+        return _logdet_quad_soa(lower, None)[0]
+    return _logdet_quad_lapack(cov, None)[0]
+
+
 def gaussian_embedding(cov: np.ndarray, mean: np.ndarray | None = None) -> GaussianEmbedding:
     """Wrap covariances (and means) with their log-determinants; see :class:`GaussianEmbedding`."""
     cov = np.ascontiguousarray(cov, dtype=np.float64)
-    _, logdet = cholesky_logdet(cov)
     if mean is not None:
         mean = np.ascontiguousarray(mean, dtype=np.float64)
-    return GaussianEmbedding(cov=cov, logdet=logdet, mean=mean)
+    return GaussianEmbedding(cov=cov, logdet=logdet(cov), mean=mean)
 
 
-def _log_pairs(
-    sbar: np.ndarray, ld_a: np.ndarray, ld_b: np.ndarray, diff: np.ndarray | None
-) -> np.ndarray:
-    """log K for m pairs given ``S_bar`` (m, d, d), both logdets (m,) and ``mu_a - mu_b`` (m, d)."""
-    m, d = sbar.shape[0], sbar.shape[1]
-    if d == 0:
-        return np.zeros(m)
-    chol, ld_bar = cholesky_logdet(sbar)
+def _combine(ld_a: np.ndarray, ld_b: np.ndarray, ld_bar: np.ndarray, quad: np.ndarray | None) -> np.ndarray:
     out = (0.25 * ld_a + 0.25 * ld_b) - 0.5 * ld_bar
-    if diff is not None:
-        # forward substitution chol z = diff and quad = |z|^2, explicit loops over d
-        z = np.empty((d, m))
-        quad = np.zeros(m)
-        for j in range(d):
-            acc = diff[:, j].copy()
-            for i in range(j):
-                acc -= chol[:, j, i] * z[i]
-            z[j] = acc / chol[:, j, j]
-            quad += z[j] * z[j]
+    if quad is not None:
         out -= 0.125 * quad
     return out
 
@@ -165,17 +211,34 @@ def log_bhattacharyya(a: GaussianEmbedding, b: GaussianEmbedding) -> np.ndarray:
     out = np.empty((na, nb))
     if na == 0 or nb == 0:
         return out
-    rows = max(1, _BLOCK_BYTES // max(1, nb * d * d * 8))
+    if d == 0:
+        out[:] = 0.0
+        return out
+    soa = d <= _SOA_MAX_DIM
+    if soa:
+        ca, cb = np.ascontiguousarray(a.cov.transpose(1, 2, 0)), np.ascontiguousarray(b.cov.transpose(1, 2, 0))
+        if a.mean is not None:
+            ma, mb = np.ascontiguousarray(a.mean.T), np.ascontiguousarray(b.mean.T)
+        rows = max(1, _SOA_PAIRS // nb)
+    else:
+        rows = max(1, _BLOCK_BYTES // max(1, nb * d * d * 8))
     for r0 in range(0, na, rows):
         r1 = min(na, r0 + rows)
         k = r1 - r0
-        sbar = (0.5 * (a.cov[r0:r1, None] + b.cov[None])).reshape(k * nb, d, d)
         ld_a = np.repeat(a.logdet[r0:r1], nb)
         ld_b = np.tile(b.logdet, k)
-        diff = None
-        if a.mean is not None:
-            diff = (a.mean[r0:r1, None] - b.mean[None]).reshape(k * nb, d)
-        out[r0:r1] = _log_pairs(sbar, ld_a, ld_b, diff).reshape(k, nb)
+        if soa:
+            lower = [[(0.5 * (ca[i, j, r0:r1, None] + cb[i, j, None, :])).ravel() for j in range(i + 1)]
+                     for i in range(d)]
+            diff = None
+            if a.mean is not None:
+                diff = [(ma[i, r0:r1, None] - mb[i, None, :]).ravel() for i in range(d)]
+            ld_bar, quad = _logdet_quad_soa(lower, diff)
+        else:
+            sbar = (0.5 * (a.cov[r0:r1, None] + b.cov[None])).reshape(k * nb, d, d)
+            diff = None if a.mean is None else (a.mean[r0:r1, None] - b.mean[None]).reshape(k * nb, d)
+            ld_bar, quad = _logdet_quad_lapack(sbar, diff)
+        out[r0:r1] = _combine(ld_a, ld_b, ld_bar, quad).reshape(k, nb)
     return out
 
 
@@ -183,14 +246,22 @@ def log_bhattacharyya_aligned(a: GaussianEmbedding, b: GaussianEmbedding) -> np.
     """``log K(a_i, b_i)`` for aligned pairs (``len(a) == len(b)``), same arithmetic as above."""
     if len(a) != len(b) or a.dim != b.dim:
         raise ValueError("aligned pairs need embeddings of the same length and dimension")
-    out = np.empty(len(a))
-    d = a.dim
+    n, d = len(a), a.dim
+    if d == 0 or n == 0:
+        return np.zeros(n)
+    if d <= _SOA_MAX_DIM:
+        lower = [[0.5 * (a.cov[:, i, j] + b.cov[:, i, j]) for j in range(i + 1)] for i in range(d)]
+        diff = None if a.mean is None else [a.mean[:, i] - b.mean[:, i] for i in range(d)]
+        ld_bar, quad = _logdet_quad_soa(lower, diff)
+        return _combine(a.logdet, b.logdet, ld_bar, quad)
+    out = np.empty(n)
     rows = max(1, _BLOCK_BYTES // max(1, d * d * 8))
-    for r0 in range(0, len(a), rows):
-        r1 = min(len(a), r0 + rows)
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
         sbar = 0.5 * (a.cov[r0:r1] + b.cov[r0:r1])
         diff = None if a.mean is None else a.mean[r0:r1] - b.mean[r0:r1]
-        out[r0:r1] = _log_pairs(sbar, a.logdet[r0:r1], b.logdet[r0:r1], diff)
+        ld_bar, quad = _logdet_quad_lapack(sbar, diff)
+        out[r0:r1] = _combine(a.logdet[r0:r1], b.logdet[r0:r1], ld_bar, quad)
     return out
 
 

@@ -39,6 +39,7 @@ from functools import cached_property
 import numpy as np
 
 _TOL = 1e-4  # k-means centre-shift tolerance, relative to the data variance
+_FALLBACK_ROWS = 4096  # rows re-decided in float64 at a time
 
 
 @dataclass
@@ -270,9 +271,10 @@ def descend(x: np.ndarray, pyr: Pyramid, root: int, t: int) -> np.ndarray:
             cmax = float(cnorm[c0:c1].max())
             tol = rel * (xnorm[perm[a:e]] * cmax + 0.5 * cmax * cmax)
             amb = np.flatnonzero(gap <= tol)
-            if len(amb):
-                diff = x[perm[a + amb]][:, None, :] - cent64[None, c0:c1, :]
-                best[amb] = np.argmin((diff * diff).sum(-1), axis=1)
+            for lo in range(0, len(amb), _FALLBACK_ROWS):  # in slices, to bound memory
+                part = amb[lo:lo + _FALLBACK_ROWS]
+                diff = x[perm[a + part]][:, None, :] - cent64[None, c0:c1, :]
+                best[part] = np.argmin((diff * diff).sum(-1), axis=1)
             nxt[a:e] = c0 + best
         out[perm, lvl - 1] = nxt
         if lvl < t - 1:

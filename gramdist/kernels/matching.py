@@ -16,9 +16,10 @@ vector* against a representation set ``S = {S_1, …, S_p}``,
 
 and the kernel is an elementary kernel on these vectors: ``k(G1, G2) = c ⟨φ(G1), φ(G2)⟩``
 (linear, the paper's choice) or ``exp(−γ ‖φ(G1) − φ(G2)‖²)`` (RBF). The constant ``c`` (folded
-into the stored ``A``) makes the mean of ``k(S_i, S_i)`` over the representation set 1, so
-kernel values do not depend on ``|S|`` or on the scale of the set distance and the useful
-values of the SVM's C stay in the usual ``10^-3..10^3`` grid.
+into the stored ``A``) gives the coordinates of ``φ`` unit variance on average over the
+representation set, like standardised features: it does not change the SVM's solutions
+(C absorbs it) but puts the useful values of C in the middle of the usual ``10^-3..10^3``
+grid, whatever the set distance and ``|S|``.
 
 Two documented choices beyond the paper: each decomposition's set distances are divided by
 their mean over the pairs of distinct graphs of ``S`` before NCA (walk distances of long
@@ -390,18 +391,13 @@ class AdaptiveMatchingKernel(GraphKernel):
 
     @staticmethod
     def proximity(dvec: np.ndarray, A: np.ndarray) -> np.ndarray:
-        """(n, p) proximity vectors from (n, p, m) distance vectors, graph by graph.
-
-        ``φ(G)_s = d_A(G, S_s) / √p``: the constant ``1/√p`` makes the linear kernel the
-        *mean* product over ``S`` rather than the sum, so kernel values (and the useful range of
-        the SVM's C) do not grow with the size of the representation set.
-        """
+        """(n, p) proximity vectors ``φ(G)_s = ‖A d(G, S_s)‖`` from (n, p, m) distance vectors,
+        graph by graph."""
         out = np.empty(dvec.shape[:2])
-        scale = 1.0 / np.sqrt(max(dvec.shape[1], 1))
         with threadpool_limits(1):      # the same BLAS path in fit and in embed, per graph
             for i in range(len(dvec)):
                 Z = dvec[i] @ A.T
-                out[i] = np.sqrt(np.einsum("ij,ij->i", Z, Z)) * scale
+                out[i] = np.sqrt(np.einsum("ij,ij->i", Z, Z))
         return out
 
     # -------------------------------------------------------------- contract
@@ -481,9 +477,11 @@ class AdaptiveMatchingKernel(GraphKernel):
             }
         A = A / scale[None, :]
         # A constant factor on the kernel is absorbed by the SVM's C, but it decides which C
-        # are useful: scale A so that the mean K(S_i, S_i) over S is 1, which keeps good C
-        # values inside the usual 10^-3..10^3 grid whatever the set distance.
-        sigma = float(np.sqrt(np.mean(np.sum(self.proximity(dvec, A) ** 2, axis=1))))
+        # are useful: scale A so that over S the proximity coordinates have unit variance on
+        # average (like standardised features), which puts good C values in the middle of
+        # the usual 10^-3..10^3 grid whatever the set distance and |S|.
+        phi = self.proximity(dvec, A)
+        sigma = float(np.sqrt(np.mean(np.sum((phi - phi.mean(axis=0)) ** 2, axis=1)) / phi.shape[1]))
         if sigma > 0 and np.isfinite(sigma):
             A = A / sigma
         attrs["kernel_scale"] = sigma

@@ -121,12 +121,13 @@ class PowerKernel(GraphKernel):
     k : int
         Number of power iterations (columns of the summary); the paper uses 5.
     ridge : float
-        Absolute ridge added to every covariance (> 0); see the module docstring.
+        Absolute ridge added to every covariance (> 0); see the module docstring. Small
+        values (1e-10..1e-6) did best on ENZYMES, NCI1 and NCI109; MUTAG is insensitive.
     """
 
     name: ClassVar[str] = "power"
 
-    def __init__(self, k: int = 5, ridge: float = 1e-4) -> None:
+    def __init__(self, k: int = 5, ridge: float = 1e-8) -> None:
         self.k = k
         self.ridge = ridge
 
