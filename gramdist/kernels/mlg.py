@@ -78,6 +78,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from gramdist.arrayops import ranges
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
@@ -97,14 +98,7 @@ _GROWTHS = ("linear", "double")
 
 
 # --------------------------------------------------------------------------- graph helpers
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(s, s + c)`` for each (s, c), vectorised."""
-    counts = np.asarray(counts, dtype=np.int64)
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(counts)
-    return np.arange(total, dtype=np.int64) + np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
+
 
 
 def balls(adj: sp.csr_matrix, radius: int, centers: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -171,7 +165,7 @@ def subgraph_covariances(
     t_grp = np.repeat(grp, deg)
     t_p = np.repeat(pos, deg)
     t_u = np.repeat(members, deg)
-    t_w = a_idx[_ranges(a_ptr[members], deg)]
+    t_w = a_idx[ranges(a_ptr[members], deg)]
     keys = grp * n_total + members  # strictly increasing: groups in order, members sorted
     t_key = t_grp * n_total + t_w
     loc = np.minimum(np.searchsorted(keys, t_key), max(len(keys) - 1, 0))
