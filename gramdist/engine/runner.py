@@ -167,21 +167,16 @@ def run_job(
             log(f"{path}: already complete ({len(grid.tiles())} tiles)")
             return RunResult(path, len(grid.tiles()), 0, len(grid.tiles()), True, timings)
     else:
-        root = st.create_store(path, grid, attrs, compression_level=job["gram"]["compression_level"],
-                               overwrite=overwrite)
-        if rows.y is not None:
-            st.write_vector(root, "y", rows.y)
-        st.write_vector(root, "graph_ids", rows.graph_ids)
-        if not symmetric:
-            if cols.y is not None:
-                st.write_vector(root, "y_cols", cols.y)
-            st.write_vector(root, "graph_ids_cols", cols.graph_ids)
+        root = None
 
     own_client = client is None
     ctx = connect(job["cluster"], scheduler) if own_client else _nullcontext(client)
     t = time.perf_counter()
     with ctx as client:
         timings["cluster_s"] = time.perf_counter() - t
+        if root is None:
+            # created only once a cluster is reached: a refused connection leaves nothing behind
+            root = _create(path, grid, attrs, job, rows, cols, symmetric, overwrite)
         link = _dashboard(client)
         n_threads = sum(client.nthreads().values()) or 1
         log(f"gramdist: {kernel!r} on {grid.n_rows}x{grid.n_cols} graphs, {len(grid.tiles())} tiles "
@@ -194,6 +189,21 @@ def run_job(
     root.attrs["stats"] = stats
     result.timings = timings
     return result
+
+
+def _create(path: str, grid: st.TileGrid, attrs: dict[str, Any], job: dict[str, Any], rows: GraphBatch,
+            cols: GraphBatch, symmetric: bool, overwrite: bool) -> Any:
+    """A new store with the job's attributes and the graphs' labels and ids."""
+    root = st.create_store(path, grid, attrs, compression_level=job["gram"]["compression_level"],
+                           overwrite=overwrite)
+    if rows.y is not None:
+        st.write_vector(root, "y", rows.y)
+    st.write_vector(root, "graph_ids", rows.graph_ids)
+    if not symmetric:
+        if cols.y is not None:
+            st.write_vector(root, "y_cols", cols.y)
+        st.write_vector(root, "graph_ids_cols", cols.graph_ids)
+    return root
 
 
 class _nullcontext:
