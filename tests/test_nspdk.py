@@ -8,15 +8,15 @@ import math
 import os
 import subprocess
 import sys
-from collections import deque
 
+import networkx as nx
 import numpy as np
 import pytest
 
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
-from gramdist.kernels.nspdk import NSPDKKernel
+from gramdist.kernels.nspdk import NSPDKKernel, distance_patterns, neighbourhood_codes
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
 
 
@@ -53,43 +53,50 @@ def permute(batch: GraphBatch, seed: int) -> GraphBatch:
                                   edge_labels=elabels if batch.edge_labels is not None else None)
 
 
-def nspdk_reference(g, r: int, d: int, normalize: bool) -> dict:
-    """Features of one graph straight from the definition: BFS per node, canonical tuples."""
-    n = g.n_nodes
-    lab = g.node_labels.tolist()
+def _nx_graph(g) -> nx.Graph:
     el = g.edge_labels.tolist() if g.edge_labels is not None else [0] * len(g.edges)
-    adj: dict[int, dict[int, int]] = collections.defaultdict(dict)
+    G = nx.Graph()
+    G.add_nodes_from(range(g.n_nodes))
     for (a, b), lb in zip(g.edges.tolist(), el):
-        adj[a][b] = lb
-        adj[b][a] = lb
-    dists = []
-    for s in range(n):
-        dist, q = {s: 0}, deque([s])
-        while q:
-            u = q.popleft()
-            if dist[u] < max(r, d):
-                for w in adj[u]:
-                    if w not in dist:
-                        dist[w] = dist[u] + 1
-                        q.append(w)
-        dists.append(dist)
+        G.add_edge(a, b, label=lb)
+    return G
 
-    def code(v: int, rho: int) -> tuple:
-        dv = dists[v]
-        ball = {w for w, x in dv.items() if x <= rho}
-        nodes = []
-        for w in ball:
-            nbrs = tuple(sorted((dv[u], lab[u], adj[w][u]) for u in adj[w] if u in ball))
-            nodes.append((dv[w], lab[w], nbrs))
-        return tuple(sorted(nodes))
 
-    codes = {(v, rho): code(v, rho) for v in range(n) for rho in range(r + 1)}
+def exact_code(G: nx.Graph, lab: list, v: int, rho: int) -> tuple:
+    """Costa & De Grave's invariant of N_rho(v), as a plain (unhashed) canonical tuple.
+
+    Ball from distances in the whole graph; distances between members inside the induced
+    subgraph; vertex label = (distance from the root, label, sorted (distance, label) pairs over
+    all members); subgraph = (radius, sorted vertex labels, sorted edges (lo, hi, edge label)).
+    """
+    ball = list(nx.single_source_shortest_path_length(G, v, cutoff=rho))
+    sub = G.subgraph(ball)
+    sd = dict(nx.all_pairs_shortest_path_length(sub))
+    vl = {w: (sd[v][w], lab[w], tuple(sorted((sd[w][u], lab[u]) for u in ball))) for w in ball}
+    edges = tuple(sorted((min(vl[a], vl[b]), max(vl[a], vl[b]), sub[a][b]["label"]) for a, b in sub.edges()))
+    return rho, tuple(sorted(vl.values())), edges
+
+
+def old_code(G: nx.Graph, lab: list, v: int, rho: int) -> tuple:
+    """The coarser encoding of the previous version: (distance, label, neighbour multiset)."""
+    dv = nx.single_source_shortest_path_length(G, v, cutoff=rho)
+    nodes = []
+    for w in dv:
+        nbrs = tuple(sorted((dv[u], lab[u], G[w][u]["label"]) for u in G[w] if u in dv))
+        nodes.append((dv[w], lab[w], nbrs))
+    return tuple(sorted(nodes))
+
+
+def nspdk_reference(g, r: int, d: int, normalize: bool) -> dict:
+    """Features of one graph straight from the definition (networkx BFS, canonical tuples)."""
+    G = _nx_graph(g)
+    lab = g.node_labels.tolist()
+    codes = {(v, rho): exact_code(G, lab, v, rho) for v in range(g.n_nodes) for rho in range(r + 1)}
     feats: collections.Counter = collections.Counter()
-    for v in range(n):
-        for w, delta in dists[v].items():
-            if delta <= d:
-                for rho in range(r + 1):
-                    feats[(rho, delta, codes[v, rho], codes[w, rho])] += 1
+    for v in range(g.n_nodes):
+        for w, delta in nx.single_source_shortest_path_length(G, v, cutoff=d).items():
+            for rho in range(r + 1):
+                feats[(rho, delta, codes[v, rho], codes[w, rho])] += 1
     if not normalize:
         return dict(feats)
     norms: dict = collections.defaultdict(float)
@@ -149,6 +156,115 @@ def test_node_permutation_invariance(mutag):
     np.testing.assert_allclose(f1.values, f2.values, rtol=1e-15)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_node_permutation_invariance_dense_random(seed):
+    # denser graphs than molecules: many cycles, so subgraph distances differ from graph ones
+    batch = random_batch(10 + seed, n_graphs=15, n_max=16, n_labels=2)
+    k = NSPDKKernel(r=3, d=3)
+    ref = k.features(batch)
+    for p in range(3):
+        got = k.features(permute(batch, 100 * seed + p))
+        assert np.array_equal(got.indptr, ref.indptr) and np.array_equal(got.keys, ref.keys)
+        assert np.array_equal(got.values, ref.values)
+
+
+def _codes(edge_lists: list, sizes: list, r: int) -> list[np.ndarray]:
+    """Neighbourhood codes (r+1, n_g) of each graph, unlabelled nodes and edges."""
+    batch = GraphBatch.from_graphs([np.array(e) for e in edge_lists], sizes,
+                                   node_labels=[np.zeros(n, np.int64) for n in sizes])
+    codes = neighbourhood_codes(batch, r, distance_patterns(batch.adjacency(), r))
+    return np.split(codes, np.cumsum(sizes)[:-1], axis=1)
+
+
+def test_distances_are_measured_inside_the_neighbourhood_subgraph():
+    # In the 6-cycle the radius-2 ball of node 0 is the path 2-1-0-5-4 (node 3 is at distance 3):
+    # inside that subgraph d(2, 4) = 4, in the whole cycle 2. The rooted subgraph is the path on
+    # 5 nodes rooted at its centre, so both must get the same code (an invariant of N_2(v)).
+    c6 = [(i, (i + 1) % 6) for i in range(6)]
+    p5 = [(0, 1), (1, 2), (2, 3), (3, 4)]
+    cyc, path = _codes([c6, p5], [6, 5], 2)
+    assert len(set(cyc[2].tolist())) == 1  # all nodes of the cycle alike
+    assert cyc[2, 0] == path[2, 2] and cyc[1, 0] == path[1, 2]
+    assert path[2, 2] not in (path[2, 1], path[2, 0])
+    # and the kernel sees it: radius-2 self pairs of C6 and P5 share exactly the centre's code
+    k = NSPDKKernel(r=2, d=0, normalize_blocks=False)
+    b = GraphBatch.from_graphs([np.array(c6), np.array(p5)], [6, 5],
+                               node_labels=[np.zeros(6, np.int64), np.zeros(5, np.int64)])
+    f = k.features(b)
+    rad2 = [f.keys[f.indptr[i]:f.indptr[i + 1]] for i in range(2)]
+    rad2 = [x[(x & np.uint64(0xFF)) == 2] for x in rad2]
+    assert len(np.intersect1d(rad2[0], rad2[1])) == 1
+    # the reference agrees
+    G, P = nx.cycle_graph(6), nx.path_graph(5)
+    nx.set_edge_attributes(G, 0, "label")
+    nx.set_edge_attributes(P, 0, "label")
+    assert exact_code(G, [0] * 6, 0, 2) == exact_code(P, [0] * 5, 2, 2)
+
+
+def test_separates_neighbourhoods_that_the_old_encoding_conflated():
+    # root 0; 1, 2 at distance 1; 3, 4 below 1 and 5, 6 below 2. Graph A joins 3-5 and 4-6,
+    # graph B joins 3-4 and 5-6: every node has the same (distance, neighbour distances), so
+    # the previous (distance, label, neighbour multiset) encoding could not tell them apart,
+    # but d(3, 4) is 3 in A and 1 in B, so the distance-vector labels differ.
+    base = [(0, 1), (0, 2), (1, 3), (1, 4), (2, 5), (2, 6)]
+    ea, eb = base + [(3, 5), (4, 6)], base + [(3, 4), (5, 6)]
+    ga, gb = nx.Graph(ea), nx.Graph(eb)
+    nx.set_edge_attributes(ga, 0, "label")
+    nx.set_edge_attributes(gb, 0, "label")
+    assert not nx.is_isomorphic(ga, gb)
+    lab = [0] * 7
+    assert old_code(ga, lab, 0, 2) == old_code(gb, lab, 0, 2)
+    assert exact_code(ga, lab, 0, 2) != exact_code(gb, lab, 0, 2)
+    ca, cb = _codes([ea, eb], [7, 7], 2)
+    assert ca[1, 0] == cb[1, 0]  # radius 1: the same star
+    assert ca[2, 0] != cb[2, 0]
+
+
+def test_float64_path_for_large_balls_gives_the_same_codes(mutag, monkeypatch):
+    import gramdist.kernels.nspdk as mod
+
+    batch = mutag[:15]
+    ref = mod.NSPDKKernel(r=3, d=2).features(batch)
+    monkeypatch.setattr(mod, "_F32_MAX_BALL", 0)  # every dense batch in float64
+    got = mod.NSPDKKernel(r=3, d=2).features(batch)
+    assert np.array_equal(got.keys, ref.keys) and np.array_equal(got.values, ref.values)
+
+
+def test_breadth_first_path_for_huge_balls_gives_the_same_codes(monkeypatch):
+    import gramdist.kernels.nspdk as mod
+
+    batch = random_batch(6, n_graphs=10, n_max=14)
+    ref = mod.NSPDKKernel(r=3, d=2).features(batch)
+    monkeypatch.setattr(mod, "_DENSE_MAX_BALL", 0)  # every ball through csgraph BFS
+    got = mod.NSPDKKernel(r=3, d=2).features(batch)
+    assert np.array_equal(got.keys, ref.keys) and np.array_equal(got.values, ref.values)
+
+
+def test_ball_lookup_by_search_gives_the_same_features(monkeypatch):
+    import gramdist.kernels.nspdk as mod
+
+    batch = random_batch(4, n_graphs=12, n_max=14)
+    ref = mod.NSPDKKernel(r=3, d=3).features(batch)
+    monkeypatch.setattr(mod, "_TABLE_MAX", 0)  # binary search instead of the dense table
+    got = mod.NSPDKKernel(r=3, d=3).features(batch)
+    assert np.array_equal(got.keys, ref.keys) and np.array_equal(got.values, ref.values)
+
+
+def test_big_ball_matches_brute_force():
+    # a wheel with 36 spokes plus chords: radius-2 balls hold every node, s > 8 size classes
+    n = 37
+    edges = [(0, i) for i in range(1, n)] + [(i, i % (n - 1) + 1) for i in range(1, n)]
+    edges += [(i, i + 7) for i in range(1, n - 7, 5)]
+    rng = np.random.default_rng(5)
+    batch = GraphBatch.from_graphs([np.array(edges)], [n], node_labels=[rng.integers(0, 3, n)],
+                                   edge_labels=[rng.integers(0, 2, len(edges))])
+    k = NSPDKKernel(r=2, d=1, normalize_blocks=False)
+    f = k.features(batch)
+    ref = nspdk_reference(batch[0], 2, 1, False)
+    assert np.array_equal(k.pairwise(f, f, None), reference_gram(batch, 2, 1, False))
+    assert len(f.keys) == len(ref)
+
+
 def test_embedding_independent_of_chunk(mutag):
     batch = mutag[:30]
     k = NSPDKKernel(r=2, d=2)
@@ -201,7 +317,7 @@ _CHILD = """
 import hashlib, sys
 import numpy as np
 from gramdist.datasets import read_tu
-from gramdist.kernels.nspdk import NSPDKKernel
+from gramdist.kernels.nspdk import NSPDKKernel, distance_patterns, neighbourhood_codes
 from gramdist.kernels.odd import ODDSTKernel
 b = read_tu(sys.argv[1])[:25]
 h = hashlib.sha256()
