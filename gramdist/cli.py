@@ -183,12 +183,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         with connect(spec, args.scheduler) as client:
             result = evaluate(args.stores, client=client, **kwargs)
     if args.json:
-        print(json.dumps({k: result[k] for k in ("accuracy_mean", "accuracy_std", "folds", "repeats")}
+        print(json.dumps({k: result[k] for k in ("accuracy_mean", "accuracy_std", "folds", "repeats",
+                                                 "supervised_fit_graphs", "test_graphs")}
                          | {"stores": result["stores"], "selections": result["selections"]}))
     else:
         print(f"accuracy: {result['accuracy_mean']:.2f} ± {result['accuracy_std']:.2f} % "
               f"({result['repeats']} x {result['folds']}-fold nested CV, "
               f"{len(result['stores'])} store(s), C in 10^{args.c_min}..10^{args.c_max})")
+        if result["supervised_fit_graphs"]:
+            print(f"tested on {result['test_graphs']} graphs: the {result['supervised_fit_graphs']} graphs whose "
+                  "labels the kernel fit used stay in every training part and are never tested")
         chosen: dict[str, int] = {}
         for sel in result["selections"]:
             chosen[Path(sel["store"]).name] = chosen.get(Path(sel["store"]).name, 0) + 1

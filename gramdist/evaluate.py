@@ -12,6 +12,16 @@ Reported: ``accuracy_mean`` (mean over all outer folds of all repeats), ``accura
 (standard deviation over repeats of each repeat's mean accuracy, the figure papers quote for
 "10 × 10-fold CV"), and the per-fold selections. Outer folds run as tasks on a Dask cluster;
 each worker reads the Grams from the stores itself.
+
+Supervised fits. A kernel whose fit phase learns from class labels (e.g. the matching
+kernel's NCA) lists the ``graph_ids`` of the graphs whose labels it used in its state
+attributes under ``supervised_graph_ids``. Such graphs must never be scored: their labels
+shaped the kernel. :func:`evaluate` therefore takes the union of these ids over the stores
+and keeps those graphs in every training part (outer and inner); the stratified outer folds,
+and the inner validation folds, are drawn over the remaining graphs only. The estimate is
+then an honest one for graphs whose labels no part of the pipeline saw, over fewer test
+graphs. The result reports how many graphs were held out of testing
+(``supervised_fit_graphs``) and how many were tested (``test_graphs``).
 """
 
 from __future__ import annotations
@@ -60,6 +70,17 @@ def _load(path: str) -> np.ndarray:
     return np.ascontiguousarray(k, dtype=np.float64)
 
 
+def supervised_graph_ids(stores: list[str]) -> np.ndarray:
+    """Union over the stores of the ``graph_ids`` whose class labels the kernel fit used
+    (state attribute ``supervised_graph_ids``; absent for unsupervised kernels)."""
+    ids: list[int] = []
+    for s in stores:
+        root = open_store(s)
+        if "state" in root:
+            ids.extend(int(i) for i in root["state"].attrs.get("kernel_attrs", {}).get("supervised_graph_ids", []))
+    return np.unique(np.asarray(ids, dtype=np.int64))
+
+
 def check_compatible(stores: list[str]) -> np.ndarray:
     """Labels shared by all stores; :class:`StoreError` if they hold different graphs."""
     ref_y = ref_ids = None
@@ -90,15 +111,23 @@ def outer_fold(
     c_grid: tuple[float, ...],
     inner_folds: int,
     inner_seed: int,
+    held: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Select (store, C) by inner CV on ``train``, refit, and score on ``test``."""
+    """Select (store, C) by inner CV on ``train``, refit, and score on ``test``.
+
+    ``held`` (bool, one per graph): graphs that stay in every inner training part and are
+    never used for inner validation (the supervised-fit graphs, see the module docstring).
+    """
     from sklearn.model_selection import StratifiedKFold
     from sklearn.svm import SVC
 
     grams = [_load(s) for s in stores]
     y_tr = y[train]
-    n_splits = max(2, min(inner_folds, int(np.bincount(_codes(y_tr)).min())))
-    inner = list(StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=inner_seed).split(train, y_tr))
+    fixed = np.flatnonzero(held[train]) if held is not None else np.zeros(0, np.int64)
+    free = np.setdiff1d(np.arange(len(train)), fixed)
+    n_splits = max(2, min(inner_folds, int(np.bincount(_codes(y_tr[free])).min())))
+    inner = [(np.sort(np.concatenate([fixed, free[a]])), free[b]) for a, b in
+             StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=inner_seed).split(free, y_tr[free])]
     best = (-1.0, 0, c_grid[0])
     for s, k in enumerate(grams):
         k_tr = k[np.ix_(train, train)]
@@ -146,7 +175,8 @@ def evaluate(
     Returns
     -------
     dict with ``accuracy_mean``, ``accuracy_std``, ``folds``, ``repeats``, ``fold_accuracies``
-    ((repeats, folds) nested list), ``selections`` and ``stores``.
+    ((repeats, folds) nested list), ``selections``, ``stores``, ``supervised_fit_graphs`` (graphs
+    kept out of the test folds because a kernel fit used their labels) and ``test_graphs``.
     """
     from sklearn.model_selection import StratifiedKFold
 
@@ -154,15 +184,23 @@ def evaluate(
     y = check_compatible(stores)
     if folds < 2:
         raise StoreError("--folds must be at least 2")
-    smallest = int(np.bincount(_codes(y)).min())
+    ids = read_array(open_store(stores[0]), "graph_ids", stores[0])
+    held = np.isin(ids, supervised_graph_ids(stores))
+    free = np.flatnonzero(~held)
+    fixed = np.flatnonzero(held)
+    counts = np.bincount(_codes(y)[free], minlength=len(np.unique(y)))
+    smallest = int(counts.min())
     if smallest < folds:
-        raise StoreError(f"the smallest class has {smallest} graphs, fewer than --folds {folds}")
+        why = (f" after keeping the {len(fixed)} graphs whose labels the kernel fit used out of the test folds; "
+               "fit on a smaller sample (fit.sample_size)" if len(fixed) else "")
+        raise StoreError(f"the smallest class has {smallest} graphs{why}, fewer than --folds {folds}")
     jobs = []
     for r in range(repeats):
         skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed + r)
-        for f, (train, test) in enumerate(skf.split(np.zeros(len(y)), y)):
-            jobs.append((r, f, train, test, seed + 1000 * (r + 1) + f))
-    args = [(tuple(stores), y, tr, te, tuple(c_grid), inner_folds, s) for _, _, tr, te, s in jobs]
+        for f, (train, test) in enumerate(skf.split(np.zeros(len(free)), y[free])):
+            jobs.append((r, f, np.sort(np.concatenate([fixed, free[train]])), free[test], seed + 1000 * (r + 1) + f))
+    args = [(tuple(stores), y, tr, te, tuple(c_grid), inner_folds, s, held if len(fixed) else None)
+            for _, _, tr, te, s in jobs]
     if client is None:
         results = [outer_fold(*a) for a in args]
     else:
@@ -177,6 +215,8 @@ def evaluate(
         "repeats": repeats,
         "inner_folds": inner_folds,
         "c_grid": list(c_grid),
+        "supervised_fit_graphs": int(len(fixed)),
+        "test_graphs": int(len(free)),
         "stores": [os.fspath(s) for s in stores],
         "fold_accuracies": (acc * 100).round(4).tolist(),
         "selections": [{"repeat": r, "fold": f, "store": res["store"], "C": res["C"]}

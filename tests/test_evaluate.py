@@ -97,3 +97,74 @@ def test_evaluate_is_deterministic(tmp_path):
     r1 = evaluate([s], folds=5, repeats=2, seed=4)
     r2 = evaluate([s], folds=5, repeats=2, seed=4)
     assert r1["fold_accuracies"] == r2["fold_accuracies"]
+
+
+def test_supervised_fit_graphs_are_never_tested(tmp_path, monkeypatch):
+    # A kernel whose fit used the labels of some graphs lists them in its state
+    # (supervised_graph_ids): evaluate must keep them in every training part, never in a test fold.
+    import zarr
+
+    import gramdist.evaluate as ev
+    from gramdist.kernels.base import KernelState
+
+    y, good, noise = informative_and_noise(n=80, seed=5)
+    path = make_store(tmp_path / "sup.zarr", noise + good, y)
+    supervised = np.r_[np.arange(0, 30, 2), np.arange(40, 70, 3)]        # graph_ids are 0..n-1 here
+    st.write_state(zarr.open_group(path, mode="r+"),
+                   KernelState(attrs={"supervised_graph_ids": supervised.tolist()}), supervised)
+    seen = []
+    original = ev.outer_fold
+
+    def spy(stores, y_, train, test, *rest):
+        seen.append((train, test))
+        return original(stores, y_, train, test, *rest)
+
+    monkeypatch.setattr(ev, "outer_fold", spy)
+    res = evaluate([path], folds=5, repeats=2, seed=1)
+    assert len(seen) == 10
+    free = np.setdiff1d(np.arange(80), supervised)
+    for r in range(2):
+        tested = np.concatenate([te for _, te in seen[5 * r:5 * r + 5]])
+        assert np.array_equal(np.sort(tested), free)                   # every other graph tested once
+    for train, test in seen:
+        assert not np.isin(test, supervised).any()
+        assert np.isin(supervised, train).all()
+        assert not np.isin(test, train).any()
+    assert res["supervised_fit_graphs"] == len(supervised) and res["test_graphs"] == len(free)
+    # a store without the record is evaluated on every graph, as before
+    plain = make_store(tmp_path / "plain.zarr", noise + good, y)
+    assert evaluate([plain], folds=5, repeats=1)["supervised_fit_graphs"] == 0
+    # too few unsupervised graphs left for the folds: refused, with the reason
+    st.write_state(zarr.open_group(path, mode="r+"), KernelState(attrs={"supervised_graph_ids": list(range(75))}),
+                   np.arange(75))
+    with pytest.raises(StoreError, match="kernel fit used"):
+        evaluate([path], folds=5, repeats=1)
+
+
+def test_inner_cv_never_validates_on_supervised_fit_graphs():
+    # A kernel that is perfect on the supervised-fit graphs only (as a label-leaking fit would
+    # be) must not win the inner selection: those graphs are never inner validation graphs.
+    rng = np.random.default_rng(3)
+    n = 80
+    y = np.tile([0, 1], n // 2)
+    sign = y * 2.0 - 1.0
+    held = np.zeros(n, bool)
+    held[: n // 2] = True
+    test = np.arange(n // 2, n, 4)
+    train = np.setdiff1d(np.arange(n), test)
+    cheat = 0.01 * rng.standard_normal((n, 3))
+    cheat = cheat @ cheat.T
+    cheat[np.ix_(held, held)] += np.outer(sign[held], sign[held])
+    x = sign[:, None] + 2.0 * rng.standard_normal((n, 2))
+    honest = x @ x.T
+    import gramdist.evaluate as ev
+
+    original = ev._load
+    ev._load = lambda p: {"cheat": cheat, "honest": honest}[p]
+    try:
+        leaky = outer_fold(("cheat", "honest"), y, train, test, (0.1, 1.0, 10.0), 5, 0)
+        res = outer_fold(("cheat", "honest"), y, train, test, (0.1, 1.0, 10.0), 5, 0, held)
+    finally:
+        ev._load = original
+    assert leaky["store"] == "cheat"           # the trap works when the graphs are not declared
+    assert res["store"] == "honest"
