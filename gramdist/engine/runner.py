@@ -173,6 +173,7 @@ def run_job(
     ctx = connect(job["cluster"], scheduler) if own_client else _nullcontext(client)
     t = time.perf_counter()
     with ctx as client:
+        _warm_up(client, kernel)
         timings["cluster_s"] = time.perf_counter() - t
         if root is None:
             # created only once a cluster is reached: a refused connection leaves nothing behind
@@ -379,6 +380,15 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
     log(f"gramdist: {computed} tiles computed ({already} already done) in {timings['tiles_s']:.2f} s "
         f"({rate:.1f} tiles/s); store {path} {'complete' if complete else 'INCOMPLETE (rerun to resume)'}")
     return RunResult(path, len(all_tiles), computed, already, complete, timings, notes)
+
+
+def _warm_up(client: Any, kernel: Any) -> None:
+    """Import the kernel code on every worker now (best effort: a failure shows up later, in
+    the task that needs the import, with its own message)."""
+    try:
+        client.run(tasks.warm_up, type(kernel).__module__)
+    except Exception:  # noqa: BLE001 - warming is an optimisation only
+        pass
 
 
 def _dashboard(client: Any) -> str:

@@ -19,6 +19,20 @@ from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState
 
 
+def warm_up(kernel_module: str) -> None:
+    """Import the kernel's module and the store's codecs in a worker ahead of the first task.
+
+    Run once per worker right after connecting (its time is counted as cluster start-up):
+    otherwise the first fit, embed and tile tasks each pay a cold import of SciPy, Zarr and
+    the kernel code, serialised behind one another.
+    """
+    import importlib
+
+    importlib.import_module(kernel_module)
+    import scipy.sparse  # noqa: F401
+    import zarr.codecs  # noqa: F401
+
+
 def fit_task(kernel: GraphKernel, sample: GraphBatch, seed: int) -> KernelState:
     """Learn the kernel's state on the fit sample."""
     return kernel.fit(sample, seed)

@@ -274,7 +274,7 @@ def dot(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
 
 # A common key whose pair count ca * cb reaches 1/DENSE_SHARE of the tile goes to the dense
 # product: BLAS does those multiply-adds ~30x faster than the sparse product walks them.
-DENSE_SHARE = 32
+DENSE_SHARE = 256
 
 
 def _dot_integer(ma: sp.csr_matrix, mb: sp.csr_matrix, out: np.ndarray) -> None:
