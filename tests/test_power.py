@@ -9,7 +9,14 @@ from scipy import integrate
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
-from gramdist.kernels.power import PowerKernel, power_gaussians, power_summary_reference, walk_totals
+from gramdist.kernels.bhattacharyya import bhattacharyya
+from gramdist.kernels.power import (
+    PowerKernel,
+    power_gaussians,
+    power_summary_reference,
+    unique_gaussians,
+    walk_totals,
+)
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
 
 
@@ -75,8 +82,9 @@ def test_isomorphic_graphs_have_bitwise_identical_embeddings(mutag) -> None:
     assert np.array_equal(np.diag(k), np.ones(len(graphs)))
 
 
-def test_self_similarity_is_one_and_gram_is_psd(mutag) -> None:
-    kern = make_kernel("power", k=5, ridge=1e-4)
+@pytest.mark.parametrize(("k", "ridge"), [(5, 1e-8), (5, 1e-4), (7, 1e-2)])
+def test_self_similarity_is_one_and_gram_is_psd(mutag, k: int, ridge: float) -> None:
+    kern = make_kernel("power", k=k, ridge=ridge)
     state = kern.fit(mutag, 0)
     emb = kern.embed(mutag, state)
     assert np.array_equal(kern.self_similarity(emb, state), np.ones(len(mutag)))
@@ -91,8 +99,20 @@ def test_gram_is_bitwise_independent_of_tile_size(mutag) -> None:
     kern = PowerKernel(k=5, ridge=1e-5)
     state = kern.fit(mutag, 0)
     ref = gram_by_tiles(kern, state, mutag, tile=188)
-    for tile in (1, 17, 50):
+    for tile in (7, 17, 50):
         assert np.array_equal(gram_by_tiles(kern, state, mutag, tile=tile), ref)
+
+
+def test_pairwise_on_distinct_gaussians_is_bitwise_the_full_block(mutag) -> None:
+    kern = PowerKernel(k=5, ridge=1e-8)
+    state = kern.fit(mutag, 0)
+    emb = kern.embed(mutag, state)
+    uniq, inverse = unique_gaussians(emb)
+    assert 100 < len(uniq) < len(mutag)  # MUTAG has isomorphic (and co-spectral) duplicates
+    assert np.array_equal(uniq.cov[inverse], emb.cov) and np.array_equal(uniq.mean[inverse], emb.mean)
+    assert np.array_equal(uniq.logdet[inverse], emb.logdet)
+    a, b = emb[:120], emb[60:]
+    assert np.array_equal(kern.pairwise(a, b, state), bhattacharyya(a, b))
 
 
 @pytest.mark.parametrize("k", [1, 2])
