@@ -194,6 +194,17 @@ def test_counts_above_cap_use_overflow_path() -> None:
     np.testing.assert_array_equal(kernel.self_similarity(emb, state), np.diag(k))
 
 
+def test_threshold_product_equals_public_scipy_product(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The direct call of SciPy's Gustavson kernel gives the public product's values, bit for bit."""
+    graphs = random_graphs(20, seed=9, n_nodes=(10, 40))
+    kernel = DescriptorMatchingKernel(h=3, t=4, b=3)
+    state = kernel.fit(graphs, seed=1)
+    emb = kernel.embed(graphs, state)
+    fast = kernel.pairwise(emb[0:13], emb[5:20], state)
+    monkeypatch.setattr("gramdist.kernels.dm_histograms._csr_matmat", None)
+    np.testing.assert_array_equal(kernel.pairwise(emb[0:13], emb[5:20], state), fast)
+
+
 def test_descend_matches_nearest_centre_walk(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("gramdist.kernels.dm_pyramid._FALLBACK_ROWS", 2)  # many float64 slices
     graphs = random_graphs(30, seed=7, attr_dim=1, n_nodes=(10, 30))
@@ -336,6 +347,26 @@ def test_deterministic_given_seed() -> None:
     assert not np.array_equal(s1.arrays["pyr.centres"], s3.arrays["pyr.centres"])
 
 
+def test_fit_threads_do_not_change_the_state() -> None:
+    graphs = random_graphs(15, seed=8, attr_dim=1)
+    states = [DescriptorMatchingKernel(h=3, t=3, b=4, descriptor_sample=80, fit_threads=n).fit(graphs, seed=5)
+              for n in (1, 3)]
+    for name in states[0].arrays:
+        np.testing.assert_array_equal(states[0].arrays[name], states[1].arrays[name])
+    assert states[0].attrs == states[1].attrs
+
+
+def test_sc_descriptors_with_eta_one() -> None:
+    # eta = 1: log(1 - eta A) is -inf for A = 1; a neighbour carrying the label gives exactly 1
+    graphs = GraphBatch.from_graphs([np.array([[0, 1], [1, 2]])], [4], node_labels=[np.array([0, 1, 1, 1])])
+    alphabet = np.array([0, 1])
+    got = list(sc_iterations(graphs, alphabet, 1.0, 3))
+    ref = sc_reference(graphs, alphabet, 1.0, 3)
+    for a, b in zip(got, ref):
+        np.testing.assert_array_equal(a, b)
+    assert got[2][2, 0] == 1.0 and got[3][3, 0] == 0.0  # reaches distance 2 by r = 2; node 3 is isolated
+
+
 # ------------------------------------------------------------------ PSD on real data
 @pytest.mark.parametrize("name,cols", [("MUTAG", None), ("ENZYMES", [1])])
 def test_gram_is_psd_on_real_data(name: str, cols: list[int] | None) -> None:
@@ -389,7 +420,7 @@ def test_state_is_storable() -> None:
 
 @pytest.mark.parametrize("param,value", [("h", -1), ("h", 1.5), ("eta", 1.5), ("eta", True), ("t", 0),
                                          ("b", 1), ("descriptor_sample", 0), ("kmeans_iter", 0),
-                                         ("use_attributes", "yes")])
+                                         ("use_attributes", "yes"), ("fit_threads", 0)])
 def test_invalid_parameters_are_rejected(param: str, value: object) -> None:
     with pytest.raises(JobError, match=param):
         make_kernel("dm", **{param: value})

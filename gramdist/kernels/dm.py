@@ -15,7 +15,10 @@ Engine phases:
 
 * ``fit``: label alphabet and attribute ranges of the sample; SC descriptors of every sample
   node; per iteration r a pyramid by hierarchical k-means on at most ``descriptor_sample``
-  of those descriptors (the same randomly drawn nodes for every r).
+  of those descriptors (the same randomly drawn nodes for every r). The h + 1 pyramids are
+  fitted concurrently by ``fit_threads`` threads while the SC iterations proceed; each draws
+  from its own random stream spawned from the fit seed, so the state does not depend on the
+  number of threads.
 * ``embed``: SC descriptors of the chunk, routed through the pyramids (Algorithm 2) into
   sparse multi-resolution histograms (:mod:`gramdist.kernels.dm_histograms`).
 * ``pairwise``: exact telescoped Eq. (4.1) for a whole tile in a few array operations; the
@@ -37,9 +40,12 @@ Choices where the paper is silent (each tested in ``tests/test_dm.py``):
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from gramdist.errors import DatasetError
 from gramdist.graphs import GraphBatch
@@ -72,6 +78,10 @@ class DescriptorMatchingKernel(GraphKernel):
     use_attributes : bool
         Append numerical node attributes (or edge attributes averaged onto nodes when a
         dataset has only those) to the descriptors; False gives the categorical-only kernel.
+    fit_threads : int or None
+        Threads fitting the h + 1 pyramids concurrently in the fit phase (None: the CPUs
+        this process may run on). Speed only: every pyramid draws from its own random stream
+        spawned from the fit seed, so the state is the same for any number of threads.
     """
 
     name = "dm"
@@ -79,7 +89,7 @@ class DescriptorMatchingKernel(GraphKernel):
 
     def __init__(self, h: int = 10, eta: float = 0.5, t: int = 4, b: int = 10,
                  descriptor_sample: int | None = 20000, kmeans_iter: int = 30,
-                 use_attributes: bool = True) -> None:
+                 use_attributes: bool = True, fit_threads: int | None = None) -> None:
         self.h = h
         self.eta = eta
         self.t = t
@@ -87,6 +97,7 @@ class DescriptorMatchingKernel(GraphKernel):
         self.descriptor_sample = descriptor_sample
         self.kmeans_iter = kmeans_iter
         self.use_attributes = use_attributes
+        self.fit_threads = fit_threads
 
     def validate(self) -> None:
         def is_int(v: Any) -> bool:
@@ -102,13 +113,18 @@ class DescriptorMatchingKernel(GraphKernel):
         check_param(is_int(self.kmeans_iter) and self.kmeans_iter >= 1, self.name, "kmeans_iter",
                     "must be an integer >= 1")
         check_param(isinstance(self.use_attributes, bool), self.name, "use_attributes", "must be true or false")
+        check_param(self.fit_threads is None or (is_int(self.fit_threads) and self.fit_threads >= 1),
+                    self.name, "fit_threads", "must be null or an integer >= 1")
 
     # ------------------------------------------------------------------ fit
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
         self.validate()
         if graphs.n_nodes == 0:
             raise DatasetError("DM kernel: the fit sample has no nodes")
-        rng = np.random.default_rng(seed)
+        # one random stream for the descriptor sample and one per pyramid, so that the pyramids
+        # can be fitted concurrently and the state does not depend on the number of threads
+        streams = np.random.SeedSequence(seed).spawn(int(self.h) + 2)
+        rng = np.random.default_rng(streams[0])
         alphabet = desc.label_alphabet(graphs)
         raw = desc.raw_node_attributes(graphs) if self.use_attributes else None
         if raw is not None:
@@ -120,10 +136,16 @@ class DescriptorMatchingKernel(GraphKernel):
         n = graphs.n_nodes
         m = n if self.descriptor_sample is None else min(n, int(self.descriptor_sample))
         picked = np.sort(rng.choice(n, size=m, replace=False)) if m < n else np.arange(n)
-        parts = []
-        for a in desc.sc_iterations(graphs, alphabet, float(self.eta), int(self.h)):
-            x = a[picked] if attrs is None else np.hstack([a[picked], attrs[picked]])
-            parts.append(fit_pyramid(x, int(self.t), int(self.b), rng, int(self.kmeans_iter)))
+        threads = self.fit_threads or _available_cpus()
+        # one BLAS thread per fitting thread (threadpoolctl's limit is process-wide); the SC
+        # iterations go on in this thread while the pool fits the pyramids of earlier ones
+        with threadpool_limits(1), ThreadPoolExecutor(max_workers=max(1, min(threads, int(self.h) + 1))) as pool:
+            futures = []
+            for r, a in enumerate(desc.sc_iterations(graphs, alphabet, float(self.eta), int(self.h))):
+                x = a[picked] if attrs is None else np.hstack([a[picked], attrs[picked]])
+                futures.append(pool.submit(fit_pyramid, x, int(self.t), int(self.b),
+                                           np.random.default_rng(streams[r + 1]), int(self.kmeans_iter)))
+            parts = [f.result() for f in futures]
         pyr = Pyramid.concat(parts)
         arrays = {"labels": alphabet.astype(np.int64), **pyr.arrays("pyr.")}
         if len(lo):  # no empty arrays in the state (Zarr cannot chunk them)
@@ -164,6 +186,14 @@ class DescriptorMatchingKernel(GraphKernel):
     def self_similarity(self, a: Histograms, state: KernelState) -> np.ndarray:
         layout = _layout(Pyramid.from_arrays(state.arrays, "pyr."))
         return self_match(a, layout, int(state.attrs["k_cap"]))
+
+
+def _available_cpus() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
 
 
 def _layout(pyr: Pyramid) -> BinLayout:

@@ -7,7 +7,9 @@ For a label alphabet ``l_1..l_L`` the SC descriptor of node ``v`` at iteration `
 * ``A_i^(r+1)(v) = 1`` if ``A_i^(r)(v) = 1``, else ``1 - prod_{u in N(v)} (1 - eta A_i^(r)(u))``.
 
 The product over neighbours is evaluated for the whole batch at once as
-``-expm1(adjacency @ log1p(-eta A))``: one sparse-times-dense product per iteration. SciPy
+``-expm1(adjacency @ log1p(-eta A))``: one sparse-times-dense product per iteration, with
+``log1p`` and ``expm1`` evaluated only on the non-zero entries (most entries are zero, and a
+zero contributes exactly 0 to the sum and to the result). SciPy
 sums each row in the order of its (sorted) column indices, so a node's descriptor is the
 same float64 value whatever other graphs share the batch. A self-loop makes a node its own
 neighbour (it appears once in the adjacency).
@@ -106,10 +108,17 @@ def sc_iterations(graphs: GraphBatch, alphabet: np.ndarray, eta: float, h: int) 
     adj = graphs.adjacency()
     yield a
     for _ in range(h):
+        # log(1 - eta A) (-inf when eta A = 1), evaluated only where A != 0: most entries are
+        # zero, and log1p/expm1 dominate the cost otherwise; zeros contribute exactly 0
+        flat = a.ravel()  # a view: a is C-contiguous
+        log_keep = np.zeros_like(a)
+        nz = np.flatnonzero(flat)
         with np.errstate(divide="ignore"):
-            log_keep = np.log1p(-eta * a)  # log(1 - eta A); -inf when eta A = 1
-        s = adj @ log_keep
-        new = -np.expm1(s)
+            log_keep.ravel()[nz] = np.log1p(-eta * flat[nz])
+        s = (adj @ log_keep).ravel()
+        new = np.zeros_like(a)
+        nz = np.flatnonzero(s)
+        new.ravel()[nz] = -np.expm1(s[nz])
         new[a == 1.0] = 1.0
         a = new
         yield a

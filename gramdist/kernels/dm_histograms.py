@@ -33,6 +33,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+try:  # the Gustavson product kernel behind scipy.sparse's matmul (see _threshold_product)
+    from scipy.sparse._sparsetools import csr_matmat as _csr_matmat
+except ImportError:  # pragma: no cover - depends on the SciPy build
+    _csr_matmat = None
+
 #: threshold indicators kept per sparse bin; higher counts go to the overflow list
 K_CAP = 32
 
@@ -168,13 +173,40 @@ def match_tile(a: Histograms, b: Histograms, layout: BinLayout, k_cap: int = K_C
     thr = np.zeros((na, nb))
     if len(a.thr_cols) and len(b.thr_cols):
         coef = layout.sparse_coef[a.thr_cols // k_cap]
-        pa = sp.csr_matrix((coef, a.thr_cols, a.thr_indptr), shape=(na, n_cols))
-        pb = sp.csr_matrix((np.ones(len(b.thr_cols)), b.thr_cols, b.thr_indptr), shape=(nb, n_cols))
-        thr = (pa @ pb.T).toarray()
+        thr = _threshold_product(a, b, coef, n_cols)
     over = np.zeros((na, nb))
     if len(a.over_sparse) and len(b.over_sparse):
         over = _overflow_join(a, b, layout.sparse_coef)
     return dense + thr + over
+
+
+def _threshold_product(a: Histograms, b: Histograms, coef: np.ndarray, n_cols: int) -> np.ndarray:
+    """Dense ``Phi_a diag(c) Phi_b^T`` by SciPy's Gustavson kernel, without its counting pass.
+
+    ``scipy.sparse``'s product first counts the output's non-zeros (a full second pass over
+    the same triples, ~40 % of the time); the output of a tile is at most ``na * nb`` entries,
+    so the buffers are sized for that and the kernel (``csr_matmat``) is called directly. For
+    a pair (i, j) it accumulates ``c_k * 1.0`` over the shared threshold columns k of row i in
+    ascending order, as the public product does. Falls back to the public product if the
+    private kernel is unavailable.
+    """
+    na, nb = len(a), len(b)
+    pb_t = sp.csr_matrix((np.ones(len(b.thr_cols)), b.thr_cols, b.thr_indptr), shape=(nb, n_cols)).tocsc()
+    if _csr_matmat is None:  # no private kernel in this SciPy build
+        pa = sp.csr_matrix((coef, a.thr_cols, a.thr_indptr), shape=(na, n_cols))
+        return (pa @ pb_t.T).toarray()
+    big = max(n_cols, na * nb, len(a.thr_cols), len(b.thr_cols)) >= 2**31 - 1
+    idx = np.int64 if big else np.int32
+    cp = np.empty(na + 1, dtype=idx)
+    cj = np.empty(na * nb, dtype=idx)
+    cx = np.empty(na * nb, dtype=np.float64)
+    _csr_matmat(na, nb, a.thr_indptr.astype(idx), a.thr_cols.astype(idx), coef,
+                pb_t.indptr.astype(idx), pb_t.indices.astype(idx), pb_t.data, cp, cj, cx)
+    out = np.zeros((na, nb))
+    nnz = int(cp[-1])
+    rows = np.repeat(np.arange(na), np.diff(cp))
+    out[rows, cj[:nnz]] = cx[:nnz]
+    return out
 
 
 def self_match(a: Histograms, layout: BinLayout, k_cap: int = K_CAP) -> np.ndarray:

@@ -220,6 +220,20 @@ def _draw(rng: np.random.Generator, p: np.ndarray) -> int:
 
 
 # --------------------------------------------------------------------------- descent
+def _best_and_gap(score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each column of ``score`` (k, n): the row of its largest entry (the first on ties)
+    and the gap between its largest and second-largest entries (0 on ties)."""
+    top = score[0].copy()
+    second = np.full_like(top, -np.inf)
+    best = np.zeros(score.shape[1], dtype=np.int64)
+    for j in range(1, len(score)):
+        v = score[j]
+        np.maximum(second, np.minimum(v, top), out=second)
+        best[v > top] = j
+        np.maximum(top, v, out=top)
+    return best, top - second
+
+
 def descend(x: np.ndarray, pyr: Pyramid, root: int, t: int) -> np.ndarray:
     """Bins of descriptors ``x`` (n, D) at levels 1..t-1 of the pyramid rooted at ``root``.
 
@@ -248,7 +262,7 @@ def descend(x: np.ndarray, pyr: Pyramid, root: int, t: int) -> np.ndarray:
     xs = np.empty((n, d + 1), dtype=np.float32)  # rows in grouped order, then a -1/2 column
     xs[:, :d] = x
     xs[:, d] = -0.5
-    xnorm = np.sqrt((x * x).sum(1))
+    xnorm = np.sqrt(np.einsum("ij,ij->i", x, x))
     perm = np.arange(n)  # xs[i] is x[perm[i]]
     cur = np.full(n, root, dtype=np.int64)  # parent bin of xs[i], grouped ascending
     for lvl in range(1, t):
@@ -262,12 +276,7 @@ def descend(x: np.ndarray, pyr: Pyramid, root: int, t: int) -> np.ndarray:
             if c1 - c0 == 1:
                 nxt[a:e] = c0
                 continue
-            score = xs[a:e] @ cent_aug[c0:c1].T
-            rows = np.arange(e - a)
-            best = np.argmax(score, axis=1)
-            top = score[rows, best]
-            score[rows, best] = -np.inf
-            gap = top - score.max(axis=1)
+            best, gap = _best_and_gap(cent_aug[c0:c1] @ xs[a:e].T)
             cmax = float(cnorm[c0:c1].max())
             tol = rel * (xnorm[perm[a:e]] * cmax + 0.5 * cmax * cmax)
             amb = np.flatnonzero(gap <= tol)
@@ -279,6 +288,10 @@ def descend(x: np.ndarray, pyr: Pyramid, root: int, t: int) -> np.ndarray:
         out[perm, lvl - 1] = nxt
         if lvl < t - 1:
             # children are numbered parent-major, so sorting by child keeps parents contiguous
-            order = np.argsort(nxt, kind="stable")
+            lo_bin = int(nxt.min())
+            key = nxt - lo_bin
+            if int(key.max()) < 2**16:  # NumPy's stable sort of 16-bit keys is a radix sort
+                key = key.astype(np.uint16)
+            order = np.argsort(key, kind="stable")
             xs, perm, cur = xs[order], perm[order], nxt[order]
     return out
