@@ -117,3 +117,25 @@ def test_logdet_and_mismatches(d: int) -> None:
         log_bhattacharyya(a, GaussianEmbedding(np.ones((4, d + 1, d + 1)), a.logdet))
     with pytest.raises(ValueError, match="means"):
         log_bhattacharyya(a, gaussian_embedding(cov, np.zeros((4, d))))
+
+
+@pytest.mark.parametrize("with_mean", [False, True])
+@pytest.mark.parametrize("d", [9, 12, 16])
+def test_soa_max_dim_moves_the_element_wise_threshold(with_mean: bool, d: int) -> None:
+    """``soa_max_dim`` selects the element-wise path for larger d: same values as LAPACK up to
+    rounding, and the element-wise guarantees (K(p, p) = 1 exactly, tile independence, symmetry)."""
+    rng = np.random.default_rng(6 + d)
+    cov = random_spd(rng, 25, d)
+    mean = rng.standard_normal((25, d)) if with_mean else None
+    lapack = log_bhattacharyya(gaussian_embedding(cov, mean), gaussian_embedding(cov, mean))
+    emb = gaussian_embedding(cov, mean, soa_max_dim=16)
+    assert np.allclose(emb.logdet, np.linalg.slogdet(cov)[1], rtol=0, atol=1e-12)
+    full = log_bhattacharyya(emb, emb, soa_max_dim=16)
+    assert np.allclose(full, lapack, rtol=0, atol=1e-12)
+    assert np.array_equal(np.diag(full), np.zeros(25)) and np.array_equal(full, full.T)
+    assert np.array_equal(log_bhattacharyya_self(emb, soa_max_dim=16), np.zeros(25))
+    assert np.array_equal(bhattacharyya(emb[3:9], emb[11:12], soa_max_dim=16), np.exp(full[3:9, 11:12]))
+    bad = np.eye(d)
+    bad[0, 1] = bad[1, 0] = 2.0
+    with pytest.raises(ValueError, match="matrix 1"):
+        logdet(np.stack([np.eye(d), bad]), soa_max_dim=16)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import networkx as nx
 import numpy as np
 import pytest
+import zarr
 
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
@@ -19,6 +21,7 @@ from gramdist.kernels.mlg import (
     balls,
     flg_kernelized,
     nystrom_features,
+    subgraph_classes,
     subgraph_covariances,
 )
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
@@ -196,6 +199,26 @@ def test_subgraph_covariances_match_dense_induced_laplacians() -> None:
         assert np.array_equal(got[v], got[v].T)
 
 
+def test_subgraph_classes_are_an_exact_shortcut(mutag) -> None:
+    """Subgraphs in one class have bitwise equal covariances; distinct inputs, distinct classes."""
+    graphs = mutag[:40]
+    adj = graphs.adjacency()
+    x = one_hot(graphs.node_labels, np.unique(mutag.node_labels))
+    row_ids = np.unique(graphs.node_labels, return_inverse=True)[1].ravel()
+    for r in (1, 2):
+        indptr, indices = balls(adj, r)
+        cov = subgraph_covariances(adj, indptr, indices, x, 0.1, 0.01)
+        first, inverse = subgraph_classes(adj, indptr, indices, row_ids)
+        assert len(first) < graphs.n_nodes and np.array_equal(first[inverse[first]], first)
+        assert np.array_equal(cov, cov[first][inverse])
+        assert np.array_equal(np.unique(inverse), np.arange(len(first)))
+        # representatives differ in their inputs: size, member labels or local arcs
+        sig = {(tuple(row_ids[indices[indptr[v]:indptr[v + 1]]]),
+                tuple(np.asarray(adj[indices[indptr[v]:indptr[v + 1]]][:, indices[indptr[v]:indptr[v + 1]]]
+                                 .todense()).ravel())) for v in first}
+        assert len(sig) == len(first)
+
+
 # ----------------------------------------------------------------------------- MLG
 @pytest.fixture(scope="module")
 def mlg_fitted(mutag):
@@ -273,6 +296,37 @@ def test_unseen_labels_and_degenerate_graphs(mutag) -> None:
     emb = kern.embed(odd, state)
     k = kern.pairwise(emb, emb, state)
     assert np.all(np.isfinite(k)) and np.array_equal(np.diag(k), np.ones(4))
+
+
+def test_engine_gram_same_for_one_and_two_workers(tmp_path, mutag, dataset_dir) -> None:
+    """Through the engine and the Zarr store: the fitted state (anchors and bases, fitted on a
+    sample of 60 graphs) is read back and applied to the 128 graphs never seen in fit; the Gram
+    is bitwise the same for 1 worker with tiles of 32 and 2 workers with tiles of 50, and equals
+    the Gram computed in-process from the stored state."""
+    from distributed import Client, LocalCluster
+
+    from gramdist.engine.runner import run_job
+    from gramdist.engine.store import open_gram, read_state
+    from gramdist.jobs import validate_job
+
+    dataset_dir("MUTAG")
+    grams = {}
+    kernel = {"name": "mlg", "levels": 2, "radius": 1, "n_samples": 20, "rank": 5}
+    for workers, tile in [(1, 32), (2, 50)]:
+        job = validate_job({"dataset": {"name": "MUTAG", "node_attributes": "none"}, "kernel": dict(kernel),
+                            "fit": {"sample_size": 60, "seed": 7}, "gram": {"tile_size": tile},
+                            "_job_name": "mutag-x"})
+        with LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0",
+                          silence_logs=logging.ERROR) as c, Client(c) as client:
+            res = run_job(job, out=str(tmp_path / f"w{workers}-t{tile}.zarr"), client=client, progress=False)
+        assert res.complete
+        grams[workers, tile] = np.asarray(open_gram(res.store)[0])
+    assert np.array_equal(grams[1, 32], grams[2, 50])
+    kern = make_kernel("mlg", **{k: v for k, v in kernel.items() if k != "name"})
+    state = read_state(res.store)
+    assert len(np.asarray(zarr.open_group(res.store, mode="r")["fit_indices"])) == 60
+    assert np.array_equal(gram_by_tiles(kern, state, mutag, tile=50), grams[2, 50])
+    assert np.array_equal(np.diag(grams[1, 32]), np.ones(len(mutag)))
 
 
 @pytest.mark.parametrize("name,params", [
