@@ -220,33 +220,20 @@ def test_separates_neighbourhoods_that_the_old_encoding_conflated():
     assert ca[2, 0] != cb[2, 0]
 
 
-def test_float64_path_for_large_balls_gives_the_same_codes(mutag, monkeypatch):
+@pytest.mark.parametrize("switch, d, batch", [
+    ("_F32_MAX_BALL", 2, "mutag"),     # every dense batch in float64
+    ("_DENSE_MAX_BALL", 2, "random6"),  # every ball through csgraph BFS
+    ("_TABLE_MAX", 3, "random4"),       # binary search instead of the dense ball table
+])
+def test_fallback_paths_give_the_same_features(switch, d, batch, mutag, monkeypatch):
+    """Each fallback (float64 distances, per-ball BFS, searched lookup) equals the main path."""
     import gramdist.kernels.nspdk as mod
 
-    batch = mutag[:15]
-    ref = mod.NSPDKKernel(r=3, d=2).features(batch)
-    monkeypatch.setattr(mod, "_F32_MAX_BALL", 0)  # every dense batch in float64
-    got = mod.NSPDKKernel(r=3, d=2).features(batch)
-    assert np.array_equal(got.keys, ref.keys) and np.array_equal(got.values, ref.values)
-
-
-def test_breadth_first_path_for_huge_balls_gives_the_same_codes(monkeypatch):
-    import gramdist.kernels.nspdk as mod
-
-    batch = random_batch(6, n_graphs=10, n_max=14)
-    ref = mod.NSPDKKernel(r=3, d=2).features(batch)
-    monkeypatch.setattr(mod, "_DENSE_MAX_BALL", 0)  # every ball through csgraph BFS
-    got = mod.NSPDKKernel(r=3, d=2).features(batch)
-    assert np.array_equal(got.keys, ref.keys) and np.array_equal(got.values, ref.values)
-
-
-def test_ball_lookup_by_search_gives_the_same_features(monkeypatch):
-    import gramdist.kernels.nspdk as mod
-
-    batch = random_batch(4, n_graphs=12, n_max=14)
-    ref = mod.NSPDKKernel(r=3, d=3).features(batch)
-    monkeypatch.setattr(mod, "_TABLE_MAX", 0)  # binary search instead of the dense table
-    got = mod.NSPDKKernel(r=3, d=3).features(batch)
+    graphs = {"mutag": lambda: mutag[:15], "random6": lambda: random_batch(6, n_graphs=10, n_max=14),
+              "random4": lambda: random_batch(4, n_graphs=12, n_max=14)}[batch]()
+    ref = mod.NSPDKKernel(r=3, d=d).features(graphs)
+    monkeypatch.setattr(mod, switch, 0)
+    got = mod.NSPDKKernel(r=3, d=d).features(graphs)
     assert np.array_equal(got.keys, ref.keys) and np.array_equal(got.values, ref.values)
 
 
