@@ -264,9 +264,7 @@ def dot(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
         if a._max_integer_l1() * b._max_integer_l1() < 2.0**53:
             _dot_integer(ma, mb, out)
         else:
-            # A (ga x U) times B^T (U x gb): csr_matmat walks row i of A in column (= key) order.
-            prod = (ma @ mb.T.tocsr()).tocoo()
-            out[prod.row, prod.col] = prod.data
+            _add_sparse_product(ma, mb, out)
     if a is b:
         np.fill_diagonal(out, sq_norms(a))
     return out
@@ -291,15 +289,23 @@ def _dot_integer(ma: sp.csr_matrix, mb: sp.csr_matrix, out: np.ndarray) -> None:
     dense = ca * cb * DENSE_SHARE >= float(ma.shape[0]) * float(mb.shape[0])
     n_dense = int(np.count_nonzero(dense))
     if n_dense == 0:
-        prod = (ma @ mb.T.tocsr()).tocoo()
-        out[prod.row, prod.col] = prod.data
+        _add_sparse_product(ma, mb, out)
         return
     da, sa = _split_columns(ma, dense, n_dense)
     db, sb = (da, sa) if mb is ma else _split_columns(mb, dense, n_dense)
     np.matmul(da, db.T, out=out)
     if sa.nnz and sb.nnz:
-        prod = (sa @ sb.T.tocsr()).tocoo()
-        out[prod.row, prod.col] += prod.data
+        _add_sparse_product(sa, sb, out)
+
+
+def _add_sparse_product(ma: sp.csr_matrix, mb: sp.csr_matrix, out: np.ndarray) -> None:
+    """``out += ma @ mb.T`` through SciPy's sparse product.
+
+    A (ga x U) times B^T (U x gb): csr_matmat walks row i of A in column (= key) order, so
+    each entry is the sequential key-order sum (see the module docstring).
+    """
+    prod = (ma @ mb.T.tocsr()).tocoo()
+    out[prod.row, prod.col] += prod.data
 
 
 def _split_columns(m: sp.csr_matrix, dense: np.ndarray, n_dense: int) -> tuple[np.ndarray, sp.csr_matrix]:
