@@ -20,15 +20,47 @@ def unique_sorted(x: np.ndarray) -> np.ndarray:
     return x[keep]
 
 
-def normalize_block(block: np.ndarray, diag_rows: np.ndarray, diag_cols: np.ndarray) -> np.ndarray:
-    """Cosine normalisation K_ij / sqrt(K_ii K_jj); rows/cols with a zero diagonal give 0."""
-    dr = np.sqrt(np.asarray(diag_rows, dtype=np.float64))
-    dc = np.sqrt(np.asarray(diag_cols, dtype=np.float64))
+# Row band for the blockwise passes below: 128 rows of a 1024-column tile are 1 MiB, so the
+# temporaries stay in cache instead of costing a tile-sized allocation each.
+_BAND = 128
+
+
+def normalize_block(block: np.ndarray, diag_rows: np.ndarray, diag_cols: np.ndarray,
+                    out: np.ndarray | None = None) -> np.ndarray:
+    """Cosine normalisation K_ij / sqrt(K_ii K_jj), written to ``out`` (may be ``block``).
+
+    Rows and columns whose K(g, g) is not positive (zero, or negative for a kernel that is
+    not PSD) give 0. Other non-finite values are left for the caller to detect. Each entry
+    is divided by the one product ``sqrt(K_ii) * sqrt(K_jj)``, so K_ij and K_ji of a
+    symmetric Gram get bit-identical results.
+    """
+    block = np.asarray(block, dtype=np.float64)
+    if out is None:
+        out = np.empty_like(block)
     with np.errstate(divide="ignore", invalid="ignore"):
-        # one product of the two norms: K_ij and K_ji get bit-identical results
-        out = block / (dr[:, None] * dc[None, :])
-    out[~np.isfinite(out)] = 0.0
+        dr = np.sqrt(np.asarray(diag_rows, dtype=np.float64))
+        dc = np.sqrt(np.asarray(diag_cols, dtype=np.float64))
+        for a in range(0, block.shape[0], _BAND):
+            b = a + _BAND
+            np.divide(block[a:b], dr[a:b, None] * dc[None, :], out=out[a:b])
+    bad_rows, bad_cols = ~(dr > 0), ~(dc > 0)
+    if bad_rows.any():
+        out[bad_rows] = 0.0
+    if bad_cols.any():
+        out[:, bad_cols] = 0.0
     return out
+
+
+def mirror_upper(block: np.ndarray) -> np.ndarray:
+    """Make a square block exactly symmetric from its upper triangle, in place."""
+    n = block.shape[0]
+    for a in range(0, n, _BAND):
+        b = min(a + _BAND, n)
+        block[a:b, :a] = block[:a, a:b].T
+        band = block[a:b, a:b]
+        lower = np.tril_indices(b - a, -1)
+        band[lower] = band.T[lower]
+    return block
 
 
 def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ import zarr
 
 from gramdist.datasets import load_dataset
 from gramdist.engine.runner import run_job
-from gramdist.engine.store import open_gram, read_state, store_info
+from gramdist.engine.store import TileGrid, mark_complete, open_gram, read_state, store_info
 from gramdist.errors import StoreError, TileError
 from gramdist.jobs import validate_job
 from gramdist.kernels.sparse_features import dot
@@ -99,6 +99,26 @@ def test_resume_computes_only_missing_tiles(client, tmp_path, dataset_dir):
     assert np.array_equal(open_gram(path)[0], open_gram(full.store)[0])
     third = run_job(job, out=path, client=client, progress=False)
     assert third.tiles_computed == 0
+
+
+def test_store_without_its_diagonal_is_not_complete_and_resumes(client, tmp_path, dataset_dir):
+    # the diagonal is gathered while tiles run: a job stopped before it was stored has every
+    # tile but must neither count as complete nor recompute tiles on resume
+    dataset_dir("MUTAG")
+    job = mutag_job(tile_size=40, normalize=True)
+    path = str(tmp_path / "d.zarr")
+    run_job(job, out=path, client=client, progress=False)
+    gram = open_gram(path)[0]
+    root = zarr.open_group(path, mode="r+")
+    diag = root["diag"][...]
+    root.attrs["diag_complete"] = False
+    root["diag"][...] = 0.0
+    assert not mark_complete(root, TileGrid(188, 188, 40, True))
+    assert store_info(path)["complete"] is False
+    again = run_job(job, out=path, client=client, progress=False)
+    assert again.complete and again.tiles_computed == 0
+    assert np.array_equal(zarr.open_group(path, mode="r")["diag"][...], diag)
+    assert np.array_equal(open_gram(path)[0], gram)
 
 
 def test_rerun_into_store_of_other_job_is_refused(client, tmp_path, dataset_dir):

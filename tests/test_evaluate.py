@@ -19,6 +19,8 @@ def make_store(path, k, y, checksum="same", complete=True):
     st.write_vector(root, "y", y)
     st.write_vector(root, "graph_ids", np.arange(n))
     if complete:
+        st.write_vector(root, "diag", np.diag(k).copy())
+        root.attrs["diag_complete"] = True
         st.write_done_mask(root, np.ones((1, 1), bool))
         st.mark_complete(root, grid)
     return str(path)

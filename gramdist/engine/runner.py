@@ -10,6 +10,7 @@ stopped and a store is marked complete only once every tile is on disk.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import shutil
@@ -268,9 +269,16 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
     if grid.symmetric:
         row_needed |= col_needed
 
+    # Embeddings are spread over the workers by a soft hint: left to itself the scheduler
+    # runs them all where the state lives, and every tile then follows its embeddings to
+    # that one worker while the others wait for work stealing.
+    workers = sorted(client.nthreads())
+    spread = itertools.count()
+
     def submit_embed(batch: GraphBatch, rng: tuple[int, int], tag: str) -> Any:
+        hint = [workers[next(spread) % len(workers)]] if workers else None
         return client.submit(tasks.embed_task, kernel, state_f, batch[rng[0]:rng[1]],
-                             key=f"embed-{tag}-{token}")
+                             key=f"embed-{tag}-{token}", workers=hint, allow_other_workers=True)
 
     t = time.perf_counter()
     emb_rows = {i: submit_embed(rows, grid.row_range(i), f"r{i}") for i in sorted(row_needed)}
@@ -279,21 +287,26 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
     else:
         emb_cols = {j: submit_embed(cols, grid.col_range(j), f"c{j}") for j in sorted(col_needed)}
 
+    # K(g, g) of each chunk stays a future that the tiles take as an argument: a tile starts
+    # as soon as its two embeddings are ready instead of after a gather of the whole diagonal,
+    # which the client collects alongside the tiles and stores before marking completion.
+    col_side = "r" if grid.symmetric else "c"
+    diag_futs: dict[tuple[str, int], Any] = {}
     if need_diag:
-        diag_rows = _gather_diag(client, kernel, state_f, emb_rows, token, "r")
-        st.write_vector(root, "diag", diag_rows)
-        if grid.symmetric:
-            diag_cols = diag_rows
-        else:
-            diag_cols = _gather_diag(client, kernel, state_f, emb_cols, token, "c")
-            st.write_vector(root, "diag_cols", diag_cols)
-        root.attrs["diag_complete"] = True
+        for side, embs in (("r", emb_rows), ("c", emb_cols if not grid.symmetric else {})):
+            for c in sorted(embs):
+                diag_futs[(side, c)] = client.submit(tasks.diag_task, kernel, state_f, embs[c],
+                                                     key=f"diag-{side}{c}-{token}")
+        diag_rows = diag_cols = np.zeros(0)
     else:
         diag_rows = np.asarray(root["diag"][...])
         diag_cols = diag_rows if grid.symmetric else np.asarray(root["diag_cols"][...])
-    timings["embed_s"] = time.perf_counter() - t
-    if np.any(diag_rows < 0) or np.any(diag_cols < 0):
-        log("gramdist: warning: some K(g, g) < 0; the kernel is not PSD on these graphs")
+    # what must finish before the embed phase counts as done (its timing only)
+    ready_futs = list({f.key: f for f in (*emb_rows.values(), *emb_cols.values(),
+                                          *diag_futs.values())}.values())
+    waiting = {f.key for f in ready_futs}
+    diag_keys = {f.key: sc for sc, f in diag_futs.items()}
+    diag_parts: dict[tuple[str, int], np.ndarray] = {}
 
     # Release each embedding as soon as no remaining tile needs it.
     uses: Counter = Counter()
@@ -319,20 +332,37 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
         c0, c1 = grid.col_range(j)
         ids = ((int(rows.graph_ids[r0]), int(rows.graph_ids[r1 - 1])),
                (int(cols.graph_ids[c0]), int(cols.graph_ids[c1 - 1])))
+        if not normalize:
+            d_rows = d_cols = None
+        elif diag_futs:
+            d_rows, d_cols = diag_futs[("r", i)], diag_futs[(col_side, j)]
+        else:
+            d_rows, d_cols = diag_rows[r0:r1], diag_cols[c0:c1]
         return client.submit(
-            tasks.tile_task, kernel, state_f, emb_rows[i], emb_cols[j],
-            diag_rows[r0:r1] if normalize else None, diag_cols[c0:c1] if normalize else None,
+            tasks.tile_task, kernel, state_f, emb_rows[i], emb_cols[j], d_rows, d_cols,
             path if os.path.isabs(path) else abs_path, grid, tl, ids, inject_failure,
             key=f"tile-{i}-{j}-{token}", retries=1,
         )
 
-    t = time.perf_counter()
     pending = iter(todo)
     queue = as_completed([submit_tile(tl) for tl in _take(pending, in_flight)])
+    queue.update(ready_futs)
+    del ready_futs  # the queue holds them until each is yielded
     computed = 0
     last_flush = time.monotonic()
     try:
         for fut in queue:
+            if fut.key in waiting:
+                waiting.discard(fut.key)
+                if fut.key in diag_keys:
+                    diag_parts[diag_keys[fut.key]] = np.asarray(fut.result(), dtype=np.float64)
+                    if len(diag_parts) == len(diag_keys):
+                        diag_rows, diag_cols = _store_diag(root, grid, diag_parts, log)
+                elif fut.status == "error":
+                    fut.result()  # the embedding's own error, named by its task
+                if not waiting:
+                    timings["embed_s"] = time.perf_counter() - t
+                continue
             try:
                 (i, j), _secs = fut.result()
             except TileError:
@@ -371,7 +401,9 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
         raise
     st.write_done_mask(root, mask)
     bar.close()
-    timings["tiles_s"] = time.perf_counter() - t
+    # the phases split the wall time: tiles_s counts from the moment every embedding was ready
+    timings.setdefault("embed_s", 0.0)
+    timings["tiles_s"] = time.perf_counter() - t - timings["embed_s"]
     complete = st.mark_complete(root, grid)
     notes = _notes(kernel, abs_path)
     for note in notes:
@@ -401,10 +433,21 @@ def _dashboard(client: Any) -> str:
     return str(link)
 
 
-def _gather_diag(client: Any, kernel: Any, state_f: Any, embs: dict[int, Any], token: str, tag: str) -> np.ndarray:
-    futs = [client.submit(tasks.diag_task, kernel, state_f, embs[c], key=f"diag-{tag}{c}-{token}")
-            for c in sorted(embs)]
-    return np.concatenate(client.gather(futs)) if futs else np.zeros(0)
+def _store_diag(root: Any, grid: st.TileGrid, parts: dict[tuple[str, int], np.ndarray],
+                log: Callable[[str], None]) -> tuple[np.ndarray, np.ndarray]:
+    """Write the gathered K(g, g) chunks as ``diag`` (and ``diag_cols``); return both."""
+    n_row_chunks, n_col_chunks = grid.shape
+    diag_rows = np.concatenate([parts[("r", c)] for c in range(n_row_chunks)])
+    st.write_vector(root, "diag", diag_rows)
+    if grid.symmetric:
+        diag_cols = diag_rows
+    else:
+        diag_cols = np.concatenate([parts[("c", c)] for c in range(n_col_chunks)])
+        st.write_vector(root, "diag_cols", diag_cols)
+    root.attrs["diag_complete"] = True
+    if np.any(diag_rows < 0) or np.any(diag_cols < 0):
+        log("gramdist: warning: some K(g, g) < 0; the kernel is not PSD on these graphs")
+    return diag_rows, diag_cols
 
 
 def _notes(kernel: Any, store_path: str) -> list[str]:

@@ -192,9 +192,9 @@ def write_done_mask(root: zarr.Group, mask: np.ndarray) -> None:
 
 
 def mark_complete(root: zarr.Group, grid: TileGrid) -> bool:
-    """Set ``complete`` iff every tile to compute is marked done on disk; return it."""
+    """Set ``complete`` iff every tile is marked done on disk and the diagonal is stored."""
     mask = read_done_mask(root)
-    done = all(mask[i, j] for i, j in grid.tiles())
+    done = bool(root.attrs.get("diag_complete")) and all(mask[i, j] for i, j in grid.tiles())
     root.attrs["complete"] = bool(done)
     return done
 

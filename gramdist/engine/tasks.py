@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.arrayops import normalize_block
+from gramdist.arrayops import mirror_upper, normalize_block
 from gramdist.engine.store import TileGrid, gram_array, read_state
 from gramdist.errors import TileError
 from gramdist.graphs import GraphBatch
@@ -84,10 +84,12 @@ def tile_task(
         if block.shape != expected:
             raise ValueError(f"pairwise returned shape {block.shape}, expected {expected}")
         if diag_rows is not None:
-            block = normalize_block(block, diag_rows, diag_cols)
+            block = normalize_block(block, diag_rows, diag_cols, out=block if block.flags.writeable else None)
         if grid.symmetric and i == j:
-            # after normalising: K_ab / d_a / d_b and K_ba / d_b / d_a can differ in the last bit
-            block = np.triu(block) + np.triu(block, 1).T
+            # a kernel's K_ab and K_ba can differ in the last bit (summation order)
+            if not block.flags.writeable:
+                block = block.copy()
+            mirror_upper(block)
         if not np.all(np.isfinite(block)):
             raise FloatingPointError("non-finite kernel values")
     except Exception as exc:

@@ -1,0 +1,50 @@
+"""Array primitives the engine applies to every tile: normalisation and mirroring."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gramdist.arrayops import mirror_upper, normalize_block
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 7), (130, 300), (300, 129)])
+def test_normalize_block_matches_the_definition(shape):
+    rng = np.random.default_rng(0)
+    block = rng.random(shape)
+    dr, dc = rng.random(shape[0]) + 0.1, rng.random(shape[1]) + 0.1
+    expected = np.array([[block[i, j] / (np.sqrt(dr[i]) * np.sqrt(dc[j])) for j in range(shape[1])]
+                         for i in range(shape[0])])
+    assert np.array_equal(normalize_block(block, dr, dc), expected)
+    inplace = block.copy()
+    assert normalize_block(inplace, dr, dc, out=inplace) is inplace
+    assert np.array_equal(inplace, expected)
+
+
+def test_normalize_block_zeroes_graphs_without_a_positive_self_similarity():
+    block = np.array([[0.0, 0.0, 0.0], [0.0, 4.0, 2.0], [0.0, 2.0, -1.0]])
+    diag = np.array([0.0, 4.0, -1.0])  # an empty graph, a normal one, a non-PSD kernel's
+    out = normalize_block(block, diag, diag)
+    assert np.array_equal(out, [[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+
+
+def test_normalize_block_leaves_a_non_finite_kernel_value_visible():
+    # an overflowing kernel must fail its tile, not be silently stored as 0
+    out = normalize_block(np.array([[np.inf, 1.0]]), np.array([1.0]), np.array([1.0, 1.0]))
+    assert np.isinf(out[0, 0]) and out[0, 1] == 1.0
+
+
+def test_normalized_symmetric_block_is_bitwise_symmetric():
+    rng = np.random.default_rng(1)
+    x = rng.random((300, 20))
+    k = x @ x.T
+    k = mirror_upper(k)
+    out = normalize_block(k, np.diag(k).copy(), np.diag(k).copy())
+    assert np.array_equal(out, out.T)
+
+
+@pytest.mark.parametrize("n", [1, 2, 127, 128, 129, 300])
+def test_mirror_upper_copies_the_upper_triangle(n):
+    a = np.random.default_rng(n).random((n, n))
+    expected = np.triu(a) + np.triu(a, 1).T
+    assert np.array_equal(mirror_upper(a.copy()), expected)
