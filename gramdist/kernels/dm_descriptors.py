@@ -108,17 +108,16 @@ def sc_iterations(graphs: GraphBatch, alphabet: np.ndarray, eta: float, h: int) 
     adj = graphs.adjacency()
     yield a
     for _ in range(h):
-        # log(1 - eta A) (-inf when eta A = 1), evaluated only where A != 0: most entries are
-        # zero, and log1p/expm1 dominate the cost otherwise; zeros contribute exactly 0
-        flat = a.ravel()  # a view: a is C-contiguous
-        log_keep = np.zeros_like(a)
-        nz = np.flatnonzero(flat)
+        # log(1 - eta A) (-inf when eta A = 1), evaluated only where A != 0 (a masked ufunc,
+        # no index arrays): early on most entries are zero, and log1p/expm1 would dominate;
+        # zeros stay (-)0 and contribute exactly 0
+        log_keep = a * -eta
         with np.errstate(divide="ignore"):
-            log_keep.ravel()[nz] = np.log1p(-eta * flat[nz])
-        s = (adj @ log_keep).ravel()
-        new = np.zeros_like(a)
-        nz = np.flatnonzero(s)
-        new.ravel()[nz] = -np.expm1(s[nz])
-        new[a == 1.0] = 1.0
+            np.log1p(log_keep, out=log_keep, where=log_keep != 0)
+        new = adj @ log_keep
+        np.expm1(new, out=new, where=new != 0)
+        np.negative(new, out=new)
+        new += 0.0  # -0.0 -> +0.0: descriptors hold no negative zeros
+        np.copyto(new, 1.0, where=a == 1.0)
         a = new
         yield a
