@@ -122,16 +122,23 @@ def _yaml_scalar(text: str, item: str) -> Any:
 
 
 def apply_overrides(job: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Copy of ``job`` with dotted ``KEY=VALUE`` overrides applied (grids go to ``grid``)."""
+    """Copy of ``job`` with dotted ``KEY=VALUE`` overrides applied (grids go to ``grid``).
+
+    A single value for a key the job's ``grid`` varies pins that key: it leaves the grid
+    (``--set kernel.h=3`` on a job with ``grid: {kernel.h: [1, 2, 3]}`` runs h = 3 only).
+    """
     job = copy.deepcopy(job)
     for item in overrides:
         key, value, is_grid = parse_override(item)
+        grid = job.get("grid") or {}
         if is_grid:
-            grid = job.setdefault("grid", {}) or {}
             grid[key] = value
             job["grid"] = grid
         else:
             set_dotted(job, key, value)
+            if isinstance(grid, dict) and key in grid:
+                del grid[key]
+                job["grid"] = grid or None
     return job
 
 

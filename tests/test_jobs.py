@@ -63,6 +63,17 @@ def test_grid_section_product(tmp_path):
     assert len(expand_grid(load_job(p))) == 4
 
 
+def test_single_value_override_pins_a_grid_key(tmp_path):
+    p = write(tmp_path, "dataset: {name: MUTAG}\nkernel: {name: wl}\n"
+                        "grid: {kernel.h: [1, 2], gram.normalize: [true, false]}\n")
+    job = load_job(p, ["kernel.h=3"])
+    settings = expand_grid(job)
+    assert [j["kernel"]["h"] for _, j in settings] == [3, 3]
+    assert [name for name, _ in settings] == ["normalize-True", "normalize-False"]
+    job = load_job(p, ["kernel.h=3", "gram.normalize=false"])
+    assert [(name, j["kernel"]["h"], j["gram"]["normalize"]) for name, j in expand_grid(job)] == [("", 3, False)]
+
+
 def test_parse_override_errors():
     with pytest.raises(JobError, match="KEY=VALUE"):
         parse_override("kernel.h")
