@@ -81,8 +81,8 @@ def supervised_graph_ids(stores: list[str]) -> np.ndarray:
     return np.unique(np.asarray(ids, dtype=np.int64))
 
 
-def check_compatible(stores: list[str]) -> np.ndarray:
-    """Labels shared by all stores; :class:`StoreError` if they hold different graphs."""
+def check_compatible(stores: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Labels and graph ids shared by all stores; :class:`StoreError` if they hold different graphs."""
     ref_y = ref_ids = None
     ref_sum = None
     for s in stores:
@@ -100,7 +100,7 @@ def check_compatible(stores: list[str]) -> np.ndarray:
             ref_y, ref_ids, ref_sum = y, ids, checksum
         elif checksum != ref_sum or not np.array_equal(ids, ref_ids) or not np.array_equal(y, ref_y):
             raise StoreError(f"{s}: holds different graphs than {stores[0]}; stores must share one dataset")
-    return ref_y
+    return ref_y, ref_ids
 
 
 def outer_fold(
@@ -181,10 +181,9 @@ def evaluate(
     from sklearn.model_selection import StratifiedKFold
 
     stores = find_stores(stores)
-    y = check_compatible(stores)
+    y, ids = check_compatible(stores)
     if folds < 2:
         raise StoreError("--folds must be at least 2")
-    ids = read_array(open_store(stores[0]), "graph_ids", stores[0])
     held = np.isin(ids, supervised_graph_ids(stores))
     free = np.flatnonzero(~held)
     fixed = np.flatnonzero(held)

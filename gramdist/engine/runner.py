@@ -297,7 +297,6 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
             for c in sorted(embs):
                 diag_futs[(side, c)] = client.submit(tasks.diag_task, kernel, state_f, embs[c],
                                                      key=f"diag-{side}{c}-{token}")
-        diag_rows = diag_cols = np.zeros(0)
     else:
         diag_rows = np.asarray(root["diag"][...])
         diag_cols = diag_rows if grid.symmetric else np.asarray(root["diag_cols"][...])
@@ -357,7 +356,7 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
                 if fut.key in diag_keys:
                     diag_parts[diag_keys[fut.key]] = np.asarray(fut.result(), dtype=np.float64)
                     if len(diag_parts) == len(diag_keys):
-                        diag_rows, diag_cols = _store_diag(root, grid, diag_parts, log)
+                        _store_diag(root, grid, diag_parts, log)
                 elif fut.status == "error":
                     fut.result()  # the embedding's own error, named by its task
                 if not waiting:
@@ -434,8 +433,8 @@ def _dashboard(client: Any) -> str:
 
 
 def _store_diag(root: Any, grid: st.TileGrid, parts: dict[tuple[str, int], np.ndarray],
-                log: Callable[[str], None]) -> tuple[np.ndarray, np.ndarray]:
-    """Write the gathered K(g, g) chunks as ``diag`` (and ``diag_cols``); return both."""
+                log: Callable[[str], None]) -> None:
+    """Write the gathered K(g, g) chunks as ``diag`` (and ``diag_cols``)."""
     n_row_chunks, n_col_chunks = grid.shape
     diag_rows = np.concatenate([parts[("r", c)] for c in range(n_row_chunks)])
     st.write_vector(root, "diag", diag_rows)
@@ -447,7 +446,6 @@ def _store_diag(root: Any, grid: st.TileGrid, parts: dict[tuple[str, int], np.nd
     root.attrs["diag_complete"] = True
     if np.any(diag_rows < 0) or np.any(diag_cols < 0):
         log("gramdist: warning: some K(g, g) < 0; the kernel is not PSD on these graphs")
-    return diag_rows, diag_cols
 
 
 def _notes(kernel: Any, store_path: str) -> list[str]:

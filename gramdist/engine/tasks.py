@@ -83,12 +83,12 @@ def tile_task(
         expected = (len(emb_rows), len(emb_cols))
         if block.shape != expected:
             raise ValueError(f"pairwise returned shape {block.shape}, expected {expected}")
+        if not block.flags.writeable:  # the steps below work in place
+            block = block.copy()
         if diag_rows is not None:
-            block = normalize_block(block, diag_rows, diag_cols, out=block if block.flags.writeable else None)
+            normalize_block(block, diag_rows, diag_cols, out=block)
         if grid.symmetric and i == j:
             # a kernel's K_ab and K_ba can differ in the last bit (summation order)
-            if not block.flags.writeable:
-                block = block.copy()
             mirror_upper(block)
         if not np.all(np.isfinite(block)):
             raise FloatingPointError("non-finite kernel values")
