@@ -20,6 +20,20 @@ def unique_sorted(x: np.ndarray) -> np.ndarray:
     return x[keep]
 
 
+def unique_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct rows of ``x`` (each item flattened to a row), compared as raw bytes.
+
+    Returns the index of each distinct row's first occurrence (in byte order of the rows) and,
+    per row, the index of its distinct row. Rows of width 0 are all one row.
+    """
+    flat = np.ascontiguousarray(np.asarray(x).reshape(len(x), -1))
+    if flat.shape[1] == 0:
+        return np.zeros(min(1, len(flat)), dtype=np.int64), np.zeros(len(flat), dtype=np.int64)
+    view = flat.view(np.dtype((np.void, flat.dtype.itemsize * flat.shape[1]))).ravel()
+    _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
+    return first, inverse.ravel()
+
+
 # Row band for the blockwise passes below: 128 rows of a 1024-column tile are 1 MiB, so the
 # temporaries stay in cache instead of costing a tile-sized allocation each.
 _BAND = 128

@@ -139,7 +139,7 @@ class DescriptorMatchingKernel(GraphKernel):
         threads = self.fit_threads or _available_cpus()
         # one BLAS thread per fitting thread (threadpoolctl's limit is process-wide); the SC
         # iterations go on in this thread while the pool fits the pyramids of earlier ones
-        with threadpool_limits(1), ThreadPoolExecutor(max_workers=max(1, min(threads, int(self.h) + 1))) as pool:
+        with threadpool_limits(1), ThreadPoolExecutor(max_workers=min(threads, int(self.h) + 1)) as pool:
             futures = []
             for r, a in enumerate(desc.sc_iterations(graphs, alphabet, float(self.eta), int(self.h))):
                 x = a[picked] if attrs is None else np.hstack([a[picked], attrs[picked]])

@@ -116,8 +116,7 @@ def sc_iterations(graphs: GraphBatch, alphabet: np.ndarray, eta: float, h: int) 
             np.log1p(log_keep, out=log_keep, where=log_keep != 0)
         new = adj @ log_keep
         np.expm1(new, out=new, where=new != 0)
-        np.negative(new, out=new)
-        new += 0.0  # -0.0 -> +0.0: descriptors hold no negative zeros
+        np.subtract(0.0, new, out=new)  # -x, and +0.0 for either zero: no negative zeros
         np.copyto(new, 1.0, where=a == 1.0)
         a = new
         yield a

@@ -200,8 +200,8 @@ def _threshold_product(a: Histograms, b: Histograms, coef: np.ndarray, n_cols: i
     cp = np.empty(na + 1, dtype=idx)
     cj = np.empty(na * nb, dtype=idx)
     cx = np.empty(na * nb, dtype=np.float64)
-    _csr_matmat(na, nb, a.thr_indptr.astype(idx), a.thr_cols.astype(idx), coef,
-                pb_t.indptr.astype(idx), pb_t.indices.astype(idx), pb_t.data, cp, cj, cx)
+    _csr_matmat(na, nb, a.thr_indptr.astype(idx, copy=False), a.thr_cols.astype(idx, copy=False), coef,
+                pb_t.indptr.astype(idx, copy=False), pb_t.indices.astype(idx, copy=False), pb_t.data, cp, cj, cx)
     out = np.zeros((na, nb))
     nnz = int(cp[-1])
     rows = np.repeat(np.arange(na), np.diff(cp))

@@ -38,6 +38,8 @@ from functools import cached_property
 
 import numpy as np
 
+from gramdist.arrayops import unique_rows
+
 _TOL = 1e-4  # k-means centre-shift tolerance, relative to the data variance
 _FALLBACK_ROWS = 4096  # rows re-decided in float64 at a time
 
@@ -156,9 +158,8 @@ def fit_pyramid(x: np.ndarray, t: int, b: int, rng: np.random.Generator, max_ite
 def _distinct_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of ``x`` (in byte order) and their multiplicities."""
     x = np.ascontiguousarray(x, dtype=np.float64) + 0.0  # -0.0 -> 0.0, so equal rows have equal bytes
-    rows = x.view(np.dtype((np.void, 8 * x.shape[1]))).ravel()
-    _, first, mult = np.unique(rows, return_index=True, return_counts=True)
-    return x[first], mult
+    first, inverse = unique_rows(x)
+    return x[first], np.bincount(inverse, minlength=len(first))
 
 
 def _kmeans(x: np.ndarray, w: np.ndarray, k: int, rng: np.random.Generator,

@@ -85,7 +85,7 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from gramdist.arrayops import ranges
+from gramdist.arrayops import ranges, unique_rows
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
@@ -220,7 +220,7 @@ def subgraph_classes(
         sig = np.empty((len(gs), n + e), dtype=np.int64)
         sig[:, :n] = ids[indptr[gs][:, None] + np.arange(n)]
         sig[:, n:] = codes[arc_ptr[gs][:, None] + np.arange(e)]
-        first, inv = _unique_rows(sig)
+        first, inv = unique_rows(sig)
         inverse[gs] = n_classes + inv
         firsts.append(gs[first])
         n_classes += len(first)
@@ -307,16 +307,6 @@ def rowwise_matmul(a: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out
 
 
-def _unique_rows(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of the first occurrence of each distinct matrix and the inverse map."""
-    flat = np.ascontiguousarray(s.reshape(len(s), -1))
-    if flat.shape[1] == 0:
-        return np.zeros(min(1, len(s)), dtype=np.int64), np.zeros(len(s), dtype=np.int64)
-    view = flat.view(np.dtype((np.void, flat.dtype.itemsize * flat.shape[1]))).ravel()
-    _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
-    return first, inverse.ravel()
-
-
 def nystrom_features(cov: np.ndarray, anchors: GaussianEmbedding, proj: np.ndarray) -> np.ndarray:
     """Level features ``f(v) = proj' k(v, anchors)`` from subgraph covariances.
 
@@ -331,7 +321,7 @@ def nystrom_features(cov: np.ndarray, anchors: GaussianEmbedding, proj: np.ndarr
     (n, P) float64. Exactly equal matrices share one computation (a memo: the value of each
     is computed by the same per-pair arithmetic as if alone).
     """
-    first, inverse = _unique_rows(cov)
+    first, inverse = unique_rows(cov)
     emb = gaussian_embedding(cov[first], soa_max_dim=SOA_MAX_DIM)
     kv = np.exp(log_bhattacharyya(emb, anchors, soa_max_dim=SOA_MAX_DIM))
     return rowwise_matmul(kv, proj)[inverse]
@@ -482,7 +472,7 @@ class _LaplacianKernel(GraphKernel):
             anchors = GaussianEmbedding(arrays[f"level{level}.cov"], arrays[f"level{level}.logdet"])
             proj = arrays[f"level{level}.proj"]
             indptr, indices = balls(adj, self._radius(level))
-            _, row_ids = _unique_rows(x)
+            _, row_ids = unique_rows(x)
             first, inverse = subgraph_classes(adj, indptr, indices, row_ids)
             u_sizes = indptr[first + 1] - indptr[first]
             u_ptr = np.concatenate([[0], np.cumsum(u_sizes)]).astype(np.int64)

@@ -83,6 +83,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 from threadpoolctl import threadpool_limits
 
+from gramdist.arrayops import ranges
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import check_param
 from gramdist.kernels.hashing import as_u64, combine, mix, segment_sum_u64, tag
@@ -153,10 +154,7 @@ def _coo_keys(m: sp.csr_matrix, n: int) -> np.ndarray:
 def _ranges(starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(concat of arange(starts[i], starts[i] + lengths[i]), owner i of each element)``."""
     lengths = np.asarray(lengths, dtype=np.int64)
-    owner = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-    offsets = np.cumsum(lengths) - lengths
-    idx = np.arange(len(owner), dtype=np.int64) + (np.asarray(starts, dtype=np.int64) - offsets)[owner]
-    return idx, owner
+    return ranges(starts, lengths), np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
 
 
 def _size_class(s: np.ndarray) -> np.ndarray:

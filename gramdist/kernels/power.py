@@ -45,6 +45,7 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from gramdist.arrayops import unique_rows
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
 from gramdist.kernels.bhattacharyya import (
@@ -178,13 +179,11 @@ def unique_gaussians(emb: GaussianEmbedding) -> tuple[GaussianEmbedding, np.ndar
     """
     n = len(emb)
     parts = [emb.cov.reshape(n, -1)] if emb.mean is None else [emb.mean, emb.cov.reshape(n, -1)]
-    rows = np.ascontiguousarray(np.concatenate(parts, axis=1))
-    keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    first, inverse = unique_rows(np.concatenate(parts, axis=1))
     if len(first) == n:
         return emb, np.arange(n)
     mean = None if emb.mean is None else emb.mean[first]
-    return GaussianEmbedding(cov=emb.cov[first], logdet=emb.logdet[first], mean=mean), inverse.ravel()
+    return GaussianEmbedding(cov=emb.cov[first], logdet=emb.logdet[first], mean=mean), inverse
 
 
 def power_summary_reference(adj: sp.spmatrix | np.ndarray, k: int) -> np.ndarray:
