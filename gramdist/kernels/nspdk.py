@@ -78,6 +78,8 @@ molecule and protein benchmarks (D&D's largest radius-3 ball has 238 nodes).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse import csgraph
@@ -165,6 +167,11 @@ def _size_class(s: np.ndarray) -> np.ndarray:
     return -(-s // step) * step
 
 
+def _distance_counts(patterns: list[sp.csr_matrix], r: int) -> np.ndarray:
+    """(r+1, n): how many nodes lie at distance exactly b from each node, b = 0..r."""
+    return np.stack([np.diff(patterns[b].indptr) for b in range(r + 1)])
+
+
 def ball_table(patterns: list[sp.csr_matrix], r: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Members of every ball ``B_r(v)`` ordered by (distance from ``v``, node index).
 
@@ -174,7 +181,7 @@ def ball_table(patterns: list[sp.csr_matrix], r: int) -> tuple[np.ndarray, np.nd
     the rows of ``P_0..P_r`` (no sort).
     """
     n = patterns[0].shape[0]
-    counts = np.stack([np.diff(patterns[b].indptr) for b in range(r + 1)])  # (r+1, n)
+    counts = _distance_counts(patterns, r)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts.sum(axis=0), out=indptr[1:])
     before = np.cumsum(counts, axis=0) - counts  # members of v closer than distance b
@@ -240,6 +247,23 @@ def _ball_position(graphs: GraphBatch, root: np.ndarray, members: np.ndarray, lo
     return np.where(skeys[at] == q, local[order[at]], -1)
 
 
+class _RadiusContext(NamedTuple):
+    """What the code builders need for one radius rho (arrays over all balls of the batch)."""
+
+    rho: int
+    size: np.ndarray  # |B_rho(v)| per root
+    indptr: np.ndarray  # ball_table's member ranges
+    m_lab: np.ndarray  # label index of every ball member
+    m_vertex: np.ndarray  # hash(distance from the root, label) of every ball member
+    e_ptr: np.ndarray  # edges of B_rho(v): e_ptr[v]:e_ptr[v+1] of the arrays below
+    e_lo: np.ndarray
+    e_hi: np.ndarray
+    e_hash: np.ndarray
+    h_dist: np.ndarray  # hash(distance, label), distances 0..2r
+    dh: np.ndarray  # its telescoped differences up to 2 rho
+    limbs: np.ndarray  # dh in 16-bit float limbs
+
+
 def neighbourhood_codes(graphs: GraphBatch, r: int, patterns: list[sp.csr_matrix]) -> np.ndarray:
     """(r+1, N) uint64 codes of the rooted neighbourhood subgraphs ``N_rho(v)`` of every node.
 
@@ -261,7 +285,7 @@ def neighbourhood_codes(graphs: GraphBatch, r: int, patterns: list[sp.csr_matrix
     h_vertex = combine(_T_NODE, np.arange(r + 1)[:, None], uniq[None, :]).ravel()
     m_vertex = h_vertex[dist.astype(np.int64) * n_lab + m_lab]
     e_hash = mix(as_u64(e_lab) ^ _T_EDGE)
-    sizes = np.cumsum(np.stack([np.diff(patterns[b].indptr) for b in range(r + 1)]), axis=0)
+    sizes = np.cumsum(_distance_counts(patterns, r), axis=0)  # |B_rho(v)|
     codes = np.empty((r + 1, n), dtype=np.uint64)
     for rho in range(r + 1):
         size = sizes[rho]
@@ -276,7 +300,8 @@ def neighbourhood_codes(graphs: GraphBatch, r: int, patterns: list[sp.csr_matrix
         e_in = e_hi < size[e_root]  # edges of B_r(v) that lie in B_rho(v)
         e_ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(e_root[e_in], minlength=n), out=e_ptr[1:])
-        ctx = (rho, size, indptr, m_lab, m_vertex, e_ptr, e_lo[e_in], e_hi[e_in], e_hash[e_in], dh, limbs)
+        ctx = _RadiusContext(rho, size, indptr, m_lab, m_vertex, e_ptr, e_lo[e_in], e_hi[e_in], e_hash[e_in],
+                             h_dist, dh, limbs)
         cls = _size_class(size)
         order = np.argsort(cls, kind="stable")
         for grp in np.split(order, np.flatnonzero(np.diff(cls[order])) + 1):
@@ -284,7 +309,7 @@ def neighbourhood_codes(graphs: GraphBatch, r: int, patterns: list[sp.csr_matrix
                 continue
             s = int(cls[grp[0]])
             if s > _DENSE_MAX_BALL:
-                codes[rho, grp] = _sparse_codes(grp, ctx, h_dist)
+                codes[rho, grp] = _sparse_codes(grp, ctx)
                 continue
             per = max(1, _DENSE_ELEMS // (s * s))
             for lo in range(0, len(grp), per):
@@ -304,14 +329,15 @@ def _subgraph_code(rho: int, node: np.ndarray, node_sum: np.ndarray, owner: np.n
     return combine(_T_NBHD, rho, node_sum, edge_sum)
 
 
-def _sparse_codes(roots: np.ndarray, ctx: tuple, h_dist: np.ndarray) -> np.ndarray:
+def _sparse_codes(roots: np.ndarray, ctx: _RadiusContext) -> np.ndarray:
     """Codes of ``N_rho(v)`` for roots with very large balls, one ball at a time.
 
     The dense products cost ``s^3`` per ball; here the distances inside the subgraph come from
     breadth-first searches (:func:`scipy.sparse.csgraph.shortest_path`, ``O(s |E|)``), then the
     same hashes as :func:`_dense_codes`.
     """
-    rho, size, indptr, m_lab, m_vertex, e_ptr, e_lo, e_hi, e_hash, _, _ = ctx
+    rho, size, indptr, m_lab, m_vertex = ctx.rho, ctx.size, ctx.indptr, ctx.m_lab, ctx.m_vertex
+    e_ptr, e_lo, e_hi, e_hash, h_dist = ctx.e_ptr, ctx.e_lo, ctx.e_hi, ctx.e_hash, ctx.h_dist
     out = np.empty(len(roots), dtype=np.uint64)
     for i, v in enumerate(np.asarray(roots).tolist()):
         m = int(size[v])
@@ -329,9 +355,10 @@ def _sparse_codes(roots: np.ndarray, ctx: tuple, h_dist: np.ndarray) -> np.ndarr
     return out
 
 
-def _dense_codes(roots: np.ndarray, s: int, ctx: tuple) -> np.ndarray:
+def _dense_codes(roots: np.ndarray, s: int, ctx: _RadiusContext) -> np.ndarray:
     """Codes of ``N_rho(v)`` for ``roots`` whose balls have at most ``s`` nodes (dense, batched)."""
-    rho, size, indptr, m_lab, m_vertex, e_ptr, e_lo, e_hi, e_hash, dh, limbs = ctx
+    rho, size, indptr, m_lab, m_vertex = ctx.rho, ctx.size, ctx.indptr, ctx.m_lab, ctx.m_vertex
+    e_ptr, e_lo, e_hi, e_hash, dh, limbs = ctx.e_ptr, ctx.e_lo, ctx.e_hi, ctx.e_hash, ctx.dh, ctx.limbs
     nb = len(roots)
     sz = size[roots]
     pos = np.arange(s, dtype=np.int64)
