@@ -1,4 +1,4 @@
-"""The ``gramdist`` command line: ``run``, ``info``, ``evaluate``, ``stream``.
+"""The ``gramdist`` command line: ``run``, ``info``, ``verify``, ``evaluate``, ``stream``.
 
 Errors a user can fix (bad job, bad data, unusable store) print one line
 ``gramdist: error: ...`` on stderr and exit with status 2; an interruption exits 130 and the
@@ -38,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="describe a store")
     info.add_argument("store")
     info.add_argument("--json", action="store_true")
+
+    verify = sub.add_parser("verify", help="check a store's tiles against the checksums recorded when written")
+    verify.add_argument("store")
+    verify.add_argument("--repair", action="store_true",
+                        help="unmark damaged tiles so that rerunning the job recomputes them")
+    verify.add_argument("--json", action="store_true")
 
     ev = sub.add_parser("evaluate", help="nested cross-validation of an SVM on stores")
     ev.add_argument("stores", nargs="+", help="stores, or folders of stores (a grid run's output)")
@@ -90,8 +96,8 @@ def _injected_failure() -> tuple[int, int] | None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "info": cmd_info, "evaluate": cmd_evaluate, "stream": cmd_stream}[
-            args.command](args)
+        return {"run": cmd_run, "info": cmd_info, "verify": cmd_verify, "evaluate": cmd_evaluate,
+                "stream": cmd_stream}[args.command](args)
     except GramdistError as exc:
         print(f"gramdist: error: {exc}", file=sys.stderr)
         return 2
@@ -163,6 +169,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     if info["stats"]:
         print(f"timings:   {info['stats']}")
     return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Exit 0 when every written tile matches its checksum (or there are none to check), 1 when
+    some do not."""
+    from gramdist.engine.store import verify_store
+
+    report = verify_store(args.store, repair=args.repair)
+    print(json.dumps(report) if args.json else report["message"])
+    return 1 if report["damaged"] else 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -266,6 +266,91 @@ def test_store_with_complete_flag_but_missing_tiles_is_not_complete(fault_job, t
         store_info(cut)
 
 
+# ----------------------------------------------------------------------------- damaged chunks
+def _complete_small_store(tmp_path: Path, name: str = "complete.zarr", **job_kw) -> tuple[Path, Path]:
+    from distributed import Client, LocalCluster
+
+    job = synthetic_job(tmp_path / f"{name}.yaml", n_graphs=100, tile=10, **job_kw)
+    out = tmp_path / name
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+                      silence_logs=logging.ERROR) as c, Client(c) as client:
+        assert run_job(load_job(job), out=str(out), client=client, progress=False).complete
+    return job, out
+
+
+def test_chunk_lost_after_completion_is_caught_repaired_and_recomputed(tmp_path):
+    """Zarr reads a missing chunk as its fill value: a chunk file lost after the job (a copy cut
+    short, a cleanup script) would silently give zeros. Each tile's checksum, recorded when it
+    was written, catches it in `open_gram` (and so in `evaluate`) and in `gramdist verify`;
+    `verify --repair` unmarks the tile and a rerun recomputes exactly that tile."""
+    from gramdist.engine.store import verify_store
+
+    job, out = _complete_small_store(tmp_path)
+    reference = reference_gram(job)
+    assert np.array_equal(open_gram(out)[0], reference)
+    report = verify_store(out)
+    assert report["verifiable"] and report["checked"] == 55 and report["damaged"] == []
+    assert run_cli("verify", str(out)).returncode == 0
+
+    # tile (2, 6) is stored twice: rows 20..29 x columns 60..69 and its mirror; lose the mirror
+    (out / "gram" / "c" / "6" / "2").unlink()
+    with pytest.raises(StoreError, match=r"tile \(2, 6\): rows 20\.\.29, columns 60\.\.69"):
+        open_gram(out)
+    r = run_cli("verify", str(out))
+    assert r.returncode == 1 and "1 tile(s) do not match" in r.stdout and "(2, 6)" in r.stdout, r.stdout
+    ev = one_error_line(run_cli("evaluate", str(out), "--workers", "0", "--repeats", "1"))
+    assert "(2, 6)" in ev and "verify --repair" in ev, ev
+
+    repaired = verify_store(out, repair=True)
+    assert repaired["damaged"] == [[2, 6]]
+    info = store_info(out)
+    assert info["complete"] is False and info["tiles_done"] == 54
+    r = run_cli("run", str(job), "--out", str(out), "--quiet", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = last_json(r.stdout)
+    assert s["complete"] and s["tiles_computed"] == 1 and s["tiles_already_done"] == 54
+    assert np.array_equal(open_gram(out)[0], reference)
+    assert verify_store(out)["damaged"] == []
+
+
+def test_changed_value_in_a_chunk_is_caught_and_old_stores_still_open(tmp_path):
+    """One changed float in a diagonal tile fails the check; a store made before checksums
+    were recorded (no ``tile_checksums`` array) opens as before and `verify` says it cannot
+    check it (exit 0)."""
+    from gramdist.engine.store import verify_store
+
+    job, out = _complete_small_store(tmp_path)
+    gram = zarr.open_array(str(out / "gram"), mode="r+")
+    gram[33, 35] = np.nextafter(gram[33, 35], 2.0)  # one ulp, inside diagonal tile (3, 3)
+    with pytest.raises(StoreError, match=r"tile \(3, 3\)"):
+        open_gram(out)
+    assert verify_store(out)["damaged"] == [[3, 3]]
+
+    old = tmp_path / "old.zarr"
+    shutil.copytree(out, old)
+    shutil.rmtree(old / "tile_checksums")
+    assert open_gram(old)[0].shape == (100, 100)
+    r = run_cli("verify", str(old))
+    assert r.returncode == 0 and "no tile checksums" in r.stdout, r.stdout
+
+
+def test_rectangular_store_records_and_verifies_checksums(tmp_path):
+    """test x train stores have no mirrors: every tile is checked in its one place."""
+    from gramdist.engine.store import verify_store
+
+    test_set = "test:\n  dataset: {synthetic: {n_graphs: 30, n_nodes: [8, 16], avg_degree: 2.5, n_labels: 5, seed: 6}}\n"
+    job = synthetic_job(tmp_path / "rect.yaml", n_graphs=100, tile=10, extra=test_set)
+    rect = tmp_path / "rect.zarr"
+    r = run_cli("run", str(job), "--out", str(rect), "--quiet")
+    assert r.returncode == 0, r.stderr[-3000:]
+    info = store_info(rect)
+    assert info["symmetric"] is False and info["shape"] == [30, 100]
+    report = verify_store(rect)
+    assert report["verifiable"] and report["damaged"] == [] and report["checked"] == info["tiles_total"] == 30
+    (rect / "gram" / "c" / "2" / "5").unlink()
+    assert verify_store(rect)["damaged"] == [[2, 5]]
+
+
 # ----------------------------------------------------------------------------- failing tile
 def test_failing_tile_through_cli_names_tile_and_graphs_and_resumes(tmp_path):
     job = synthetic_job(tmp_path / "fail.yaml", n_graphs=200, tile=20, seed=2)

@@ -257,6 +257,7 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
 
     all_tiles = grid.tiles()
     mask = st.read_done_mask(root)
+    checksums = st.read_checksums(root)  # None for a store begun before they were recorded
     todo = [tl for tl in all_tiles if not mask[tl]]
     already = len(all_tiles) - len(todo)
     if stop_after_tiles is not None:
@@ -363,12 +364,14 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
                     timings["embed_s"] = time.perf_counter() - t
                 continue
             try:
-                (i, j), _secs = fut.result()
+                (i, j), _secs, checksum = fut.result()
             except TileError:
                 raise
             except Exception as exc:  # a worker-side error not wrapped (e.g. KilledWorker)
                 raise TileError(f"tile task {fut.key} failed: {type(exc).__name__}: {exc}") from exc
             mask[i, j] = True
+            if checksums is not None:
+                checksums[i, j] = checksum
             computed += 1
             bar.update(1)
             fut.release()
@@ -379,7 +382,7 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
             for tl in _take(pending, 1):
                 queue.add(submit_tile(tl))
             if time.monotonic() - last_flush > MASK_FLUSH_SECONDS:
-                st.write_done_mask(root, mask)
+                st.write_done_mask(root, mask, checksums)
                 last_flush = time.monotonic()
                 if not job["cluster"].get("max_tiles_in_flight"):
                     # workers that joined since the start (HPC jobs leaving the queue) widen the window
@@ -392,13 +395,13 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
     except BaseException:
         queue.clear()
         try:
-            st.write_done_mask(root, mask)
+            st.write_done_mask(root, mask, checksums)
         except OSError as exc:  # e.g. the disk is full: report the first error, not this one
             log(f"gramdist: warning: could not save the done-mask ({exc}); tiles finished since "
                 "its last save will be recomputed")
         bar.close()
         raise
-    st.write_done_mask(root, mask)
+    st.write_done_mask(root, mask, checksums)
     bar.close()
     # the phases split the wall time: tiles_s counts from the moment every embedding was ready
     timings.setdefault("embed_s", 0.0)

@@ -8,6 +8,7 @@ Layout of a store (a Zarr v3 group on disk)::
     y, y_cols     (R,), (C,)      graph class labels when the dataset has them
     graph_ids, graph_ids_cols     identifiers of the graphs in their source
     tiles_done    (R/T, C/T) uint8  1 where the tile has been written (the resume record)
+    tile_checksums (R/T, C/T) uint64  checksum of each written tile (:func:`tile_checksum`)
     fit_indices   (k,)   int64    indices (into the fit dataset) of the fit sample
     state/        group: the kernel's fitted arrays; its attributes hold the kernel's JSON state
 
@@ -18,7 +19,10 @@ Group attributes: ``gramdist_version``, ``kernel`` (name, params), ``dataset`` a
 
 Only the client process writes attributes and the small arrays; workers write whole ``gram``
 chunks, each tile task its own chunks, so writes never overlap. ``complete`` becomes true only
-after the done-mask read back from disk is all ones. Nothing here unpickles anything.
+after the done-mask read back from disk is all ones. Each tile task returns the checksum of
+what it wrote, which the client saves with the done-mask (checksums first), so a chunk later
+lost or damaged on disk is caught on reading (:func:`open_gram`, :func:`verify_store`) instead
+of being read as zeros. Nothing here unpickles anything.
 """
 
 from __future__ import annotations
@@ -98,6 +102,7 @@ def create_store(
         dimension_names=("row_graph", "col_graph"),
     )
     root.create_array("tiles_done", shape=grid.shape, chunks=grid.shape, dtype="uint8", fill_value=0)
+    root.create_array("tile_checksums", shape=grid.shape, chunks=grid.shape, dtype="uint64", fill_value=0)
     root.attrs.update(as_jsonable(attrs) | {"complete": False, "state_complete": False, "diag_complete": False})
     return root
 
@@ -187,8 +192,99 @@ def read_done_mask(root: zarr.Group) -> np.ndarray:
     return np.asarray(root["tiles_done"][...], dtype=bool)
 
 
-def write_done_mask(root: zarr.Group, mask: np.ndarray) -> None:
+def read_checksums(root: zarr.Group) -> np.ndarray | None:
+    """The per-tile checksums, or None for a store made before they were recorded."""
+    if "tile_checksums" not in root:
+        return None
+    return np.asarray(root["tile_checksums"][...], dtype=np.uint64)
+
+
+def write_done_mask(root: zarr.Group, mask: np.ndarray, checksums: np.ndarray | None = None) -> None:
+    """Save the done-mask; the checksums of its tiles first, so a tile marked done on disk
+    always has its checksum there too."""
+    if checksums is not None:
+        root["tile_checksums"][...] = checksums
     root["tiles_done"][...] = mask.astype(np.uint8)
+
+
+def tile_checksum(block: np.ndarray) -> int:
+    """Checksum of a float64 block: the sum of its 64-bit patterns modulo 2**64.
+
+    Integer arithmetic, so the value is exact and independent of the summation order, the
+    machine and the block's orientation (a mirrored tile has its source's checksum). A chunk
+    that is missing (read as zeros) or has a changed word no longer matches.
+    """
+    words = np.ascontiguousarray(block, dtype=np.float64).view(np.uint64)
+    return int(np.add.reduce(words, axis=None, dtype=np.uint64))
+
+
+def damaged_tiles(root: zarr.Group, grid: TileGrid, gram: np.ndarray | None = None) -> list[tuple[int, int]] | None:
+    """Tiles marked done whose stored values (and mirror) no longer match their checksum.
+
+    ``gram`` is the store's Gram if already loaded (else each tile is read from disk). Returns
+    None when the store has no checksums to check against (made by an older gramdist).
+    """
+    sums = read_checksums(root)
+    if sums is None:
+        return None
+    mask = read_done_mask(root)
+    source = root["gram"] if gram is None else gram
+    bad = []
+    for i, j in grid.tiles():
+        if not mask[i, j]:
+            continue
+        (r0, r1), (c0, c1) = grid.row_range(i), grid.col_range(j)
+        regions = [(slice(r0, r1), slice(c0, c1))]
+        if grid.symmetric and i != j:
+            regions.append((slice(c0, c1), slice(r0, r1)))
+        if any(tile_checksum(np.asarray(source[region])) != int(sums[i, j]) for region in regions):
+            bad.append((i, j))
+    return bad
+
+
+def _damage_message(store: str | os.PathLike, grid: TileGrid, bad: list[tuple[int, int]]) -> str:
+    shown = ", ".join(f"({i}, {j}): rows {grid.row_range(i)[0]}..{grid.row_range(i)[1] - 1}, "
+                      f"columns {grid.col_range(j)[0]}..{grid.col_range(j)[1] - 1}" for i, j in bad[:3])
+    more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+    return (f"{store}: {len(bad)} tile(s) do not match the checksum recorded when they were written "
+            f"(a chunk lost or damaged on disk): tile {shown}{more}")
+
+
+def verify_store(store: str | os.PathLike, *, repair: bool = False) -> dict[str, Any]:
+    """Check every written tile of a store against its checksum (what ``gramdist verify`` does).
+
+    With ``repair``, damaged tiles are unmarked in the done-mask and the store is marked
+    incomplete, so rerunning its job recomputes just those tiles.
+
+    Returns a JSON-ready dict: ``store``, ``checked`` (tiles compared), ``damaged`` (list of
+    ``[i, j]``), ``verifiable`` (False for a store without checksums), ``message``.
+    """
+    root = open_store(store, mode="r+" if repair else "r")
+    grid = _grid_of(root)
+    bad = damaged_tiles(root, grid)
+    if bad is None:
+        return {"store": str(store), "verifiable": False, "checked": 0, "damaged": [],
+                "message": f"{store}: no tile checksums (made before gramdist recorded them); nothing to verify"}
+    checked = int(sum(read_done_mask(root)[i, j] for i, j in grid.tiles()))
+    message = f"{store}: all {checked} written tiles match their checksums"
+    if bad:
+        message = _damage_message(store, grid, bad)
+        if repair:
+            mask = read_done_mask(root)
+            for tl in bad:
+                mask[tl] = False
+            root.attrs["complete"] = False
+            write_done_mask(root, mask)
+            message += "; unmarked them: rerun the job to recompute them"
+        else:
+            message += "; run `gramdist verify --repair` and rerun the job to recompute them"
+    return {"store": str(store), "verifiable": True, "checked": checked,
+            "damaged": [list(tl) for tl in bad], "message": message}
+
+
+def _grid_of(root: zarr.Group) -> TileGrid:
+    return TileGrid(root["gram"].shape[0], root["gram"].shape[1], root.attrs["tile_size"],
+                    root.attrs["symmetric"])
 
 
 def mark_complete(root: zarr.Group, grid: TileGrid) -> bool:
@@ -207,7 +303,8 @@ def open_gram(
     Parameters
     ----------
     store : path of the store.
-    as_dask : return K as a ``dask.array`` with the store's chunks instead of loading it.
+    as_dask : return K as a ``dask.array`` with the store's chunks instead of loading it
+        (its tiles are then not checked against their checksums: run :func:`verify_store`).
     allow_incomplete : open a store whose job has not finished (missing tiles read as 0).
 
     Returns
@@ -216,11 +313,10 @@ def open_gram(
     y : (R,) class labels of the row graphs, or None when the dataset has none.
     """
     root = open_store(store)
+    grid = _grid_of(root)
     if not allow_incomplete:
         # the flag and the done-mask must agree (as in store_info): a store whose flag was
         # copied without all of its tiles is not complete
-        grid = TileGrid(root["gram"].shape[0], root["gram"].shape[1], root.attrs["tile_size"],
-                        root.attrs["symmetric"])
         mask = read_done_mask(root)
         done = sum(int(mask[i, j]) for i, j in grid.tiles())
         if not root.attrs.get("complete") or done < len(grid.tiles()):
@@ -234,6 +330,10 @@ def open_gram(
         k = da.from_zarr(str(store), component="gram")
     else:
         k = read_array(root, "gram", store)
+        bad = damaged_tiles(root, grid, k)  # one pass over the loaded Gram: cheap next to reading it
+        if bad:
+            raise StoreError(_damage_message(store, grid, bad) + "; run `gramdist verify --repair "
+                             f"{store}` and rerun the job to recompute them")
     y = read_array(root, "y", store, optional=True)
     return k, y
 
@@ -242,7 +342,7 @@ def store_info(store: str | os.PathLike) -> dict[str, Any]:
     """A JSON-ready summary of a store (what ``gramdist info`` prints)."""
     root = open_store(store)
     attrs = dict(root.attrs)
-    grid = TileGrid(root["gram"].shape[0], root["gram"].shape[1], attrs["tile_size"], attrs["symmetric"])
+    grid = _grid_of(root)
     mask = read_done_mask(root)
     todo = grid.tiles()
     done = sum(int(mask[i, j]) for i, j in todo)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from gramdist.arrayops import mirror_upper, normalize_block
-from gramdist.engine.store import TileGrid, gram_array, read_state
+from gramdist.engine.store import TileGrid, gram_array, read_state, tile_checksum
 from gramdist.errors import TileError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState
@@ -68,8 +68,11 @@ def tile_task(
     tile: tuple[int, int],
     graph_ids: tuple[tuple[int, int], tuple[int, int]],
     inject_failure: tuple[int, int] | None = None,
-) -> tuple[tuple[int, int], float]:
-    """Compute tile ``(i, j)``, write it (and its mirror) into the store, return timing.
+) -> tuple[tuple[int, int], float, int]:
+    """Compute tile ``(i, j)``, write it (and its mirror) into the store.
+
+    Returns the tile, the seconds it took and the :func:`~gramdist.engine.store.tile_checksum`
+    of the values written, which the client records with the done-mask.
 
     Diagonal tiles of a symmetric Gram are symmetrised from their upper triangle so that the
     stored matrix is exactly symmetric. ``diag_rows``/``diag_cols`` given means normalise.
@@ -108,4 +111,4 @@ def tile_task(
     except OSError as exc:  # a full disk, a store made read-only or removed mid-job
         raise TileError(f"tile ({i}, {j}): cannot write to the store {store_path}: "
                         f"{exc.strerror or exc}; rerun the job to resume once this is fixed") from None
-    return tile, time.perf_counter() - t0
+    return tile, time.perf_counter() - t0, tile_checksum(block)
