@@ -263,6 +263,40 @@ def test_per_node_cap_is_respected_and_reported():
     assert k.embed(batch, st).capped.tolist() == [n, 0]
 
 
+def test_engine_reports_cap_hits_of_every_embedded_graph(tmp_path):
+    """The fit-state note counts caps in the representation set only; the run also reports the
+    caps hit while embedding all graphs (summed over chunks on the workers), and those counts
+    equal the embeddings' own."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    from gramdist.datasets import load_dataset
+    from gramdist.engine.runner import run_job
+    from gramdist.jobs import load_job
+
+    job_path = tmp_path / "cap.yaml"
+    job_path.write_text(
+        "dataset: {synthetic: {n_graphs: 24, n_nodes: [6, 12], avg_degree: 3.0, n_labels: 2, attr_dim: 0, seed: 3}}\n"
+        "kernel: {name: matching, walk_lengths: [1, 4], tree_heights: [2], nca: none, max_walks_per_node: 10}\n"
+        "fit: {sample_size: 6, seed: 1}\ngram: {tile_size: 5}\n")
+    job = load_job(job_path)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
+                      silence_logs=logging.ERROR) as c, Client(c) as client:
+        res = run_job(job, out=str(tmp_path / "cap.zarr"), client=client, progress=False)
+    assert res.complete
+    spec = dict(job["kernel"])
+    kernel = make_kernel(spec.pop("name"), **spec)
+    from gramdist.engine.store import read_state
+
+    capped = kernel.embed(load_dataset(job["dataset"]), read_state(tmp_path / "cap.zarr")).capped
+    assert 0 < (capped > 0).sum() < 24  # the test needs graphs where the cap bites and others
+    note = [n for n in res.notes if "embedded in this run" in n]
+    assert note == [f"per-node cap max_walks_per_node=10 hit on {capped.sum()} roots of {(capped > 0).sum()} "
+                    "of the 24 graphs embedded in this run: their walks/trees are a seeded random subset "
+                    "(raise the cap for exact decompositions)"], res.notes
+
+
 # -------------------------------------------------------------------- the contract
 @pytest.fixture(scope="module")
 def small():

@@ -33,6 +33,7 @@ from gramdist.engine.cluster import connect
 from gramdist.errors import JobError, StoreError, TileError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
+from gramdist.kernels.base import GraphKernel
 
 # How often the client saves the done-mask (the env var lets tests make it frequent).
 MASK_FLUSH_SECONDS = float(os.environ.get("GRAMDIST_MASK_FLUSH_SECONDS", "2.0"))
@@ -301,9 +302,18 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
     else:
         diag_rows = np.asarray(root["diag"][...])
         diag_cols = diag_rows if grid.symmetric else np.asarray(root["diag_cols"][...])
+    # counters a kernel reports about the graphs it embedded (e.g. caps hit), gathered like the diagonal
+    count_futs = []
+    if type(kernel).embedding_counts is not GraphKernel.embedding_counts:
+        count_futs = [client.submit(tasks.embedding_counts_task, kernel, f, key=f"counts-{side}{c}-{token}")
+                      for side, embs in (("r", emb_rows), ("c", {} if grid.symmetric else emb_cols))
+                      for c, f in sorted(embs.items())]
+    counts: Counter = Counter()
+    count_keys = {f.key for f in count_futs}
     # what must finish before the embed phase counts as done (its timing only)
     ready_futs = list({f.key: f for f in (*emb_rows.values(), *emb_cols.values(),
-                                          *diag_futs.values())}.values())
+                                          *diag_futs.values(), *count_futs)}.values())
+    del count_futs
     waiting = {f.key for f in ready_futs}
     diag_keys = {f.key: sc for sc, f in diag_futs.items()}
     diag_parts: dict[tuple[str, int], np.ndarray] = {}
@@ -358,6 +368,8 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
                     diag_parts[diag_keys[fut.key]] = np.asarray(fut.result(), dtype=np.float64)
                     if len(diag_parts) == len(diag_keys):
                         _store_diag(root, grid, diag_parts, log)
+                elif fut.key in count_keys:
+                    counts.update(fut.result())
                 elif fut.status == "error":
                     fut.result()  # the embedding's own error, named by its task
                 if not waiting:
@@ -407,7 +419,7 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
     timings.setdefault("embed_s", 0.0)
     timings["tiles_s"] = time.perf_counter() - t - timings["embed_s"]
     complete = st.mark_complete(root, grid)
-    notes = _notes(kernel, abs_path)
+    notes = _notes(kernel, abs_path) + list(kernel.report_embeddings(dict(counts)) if count_keys else [])
     for note in notes:
         log(f"gramdist: note: {note}")
     rate = computed / timings["tiles_s"] if timings["tiles_s"] > 0 else float("nan")

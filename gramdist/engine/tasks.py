@@ -56,6 +56,11 @@ def diag_task(kernel: GraphKernel, state: KernelState, emb: Any) -> np.ndarray:
     return np.asarray(kernel.self_similarity(emb, state), dtype=np.float64)
 
 
+def embedding_counts_task(kernel: GraphKernel, emb: Any) -> dict[str, int]:
+    """The kernel's counters over one embedded chunk (see ``GraphKernel.embedding_counts``)."""
+    return {str(k): int(v) for k, v in kernel.embedding_counts(emb).items()}
+
+
 def tile_task(
     kernel: GraphKernel,
     state: KernelState,

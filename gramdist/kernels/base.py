@@ -16,6 +16,10 @@ all of them the same way and never knows which one it runs:
    ``(len(emb),)`` diagonal K(g, g) used for cosine normalisation. For the Gram to be the same
    whatever the tile size, K(a, b) must be computed by the same arithmetic whichever other
    graphs are in the tile (beware BLAS calls whose rounding depends on matrix shapes).
+4. Optional notes for the user: ``kernel.report(state)`` about the fitted state, and
+   ``kernel.report_embeddings(counts)`` about the embedded graphs, where ``counts`` sums
+   ``kernel.embedding_counts(emb)`` (small integer counters) over every chunk embedded in the
+   run; the engine gathers these only for kernels that override :meth:`GraphKernel.embedding_counts`.
 
 Kernels never import Dask: they are plain NumPy/SciPy code that the engine schedules.
 Parameters are keyword arguments of ``__init__`` stored unchanged as attributes (the
@@ -111,6 +115,15 @@ class GraphKernel:
         """``(len(a),)`` float64 K(a_i, a_i), computed by the same arithmetic as pairwise."""
         return np.array([self.pairwise(a[i : i + 1], a[i : i + 1], state)[0, 0] for i in range(len(a))],
                         dtype=np.float64)
+
+    # ------------------------------------------------------ optional notes
+    def embedding_counts(self, emb: Embedding) -> dict[str, int]:
+        """Counters over one chunk's embeddings (e.g. graphs where a cap was hit); default none."""
+        return {}
+
+    def report_embeddings(self, counts: dict[str, int]) -> list[str]:
+        """Notes for the user from the counters summed over every chunk embedded in a run."""
+        return []
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())

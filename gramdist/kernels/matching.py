@@ -559,6 +559,19 @@ class AdaptiveMatchingKernel(GraphKernel):
         F = np.ascontiguousarray(a.features)
         return np.array([(F[i] * F[i:i + 1]).sum(axis=1)[0] for i in range(len(F))])
 
+    def embedding_counts(self, emb: ProximityEmbedding) -> dict[str, int]:
+        """Roots where the per-node cap was hit, and graphs with at least one, in a chunk."""
+        capped = np.asarray(emb.capped)
+        return {"roots_capped": int(capped.sum()), "graphs_capped": int((capped > 0).sum()),
+                "graphs": len(capped)}
+
+    def report_embeddings(self, counts: dict[str, int]) -> list[str]:
+        if not counts.get("roots_capped"):
+            return []
+        return [f"per-node cap max_walks_per_node={self.max_walks_per_node} hit on {counts['roots_capped']} roots of "
+                f"{counts['graphs_capped']} of the {counts['graphs']} graphs embedded in this run: their walks/trees "
+                "are a seeded random subset (raise the cap for exact decompositions)"]
+
     def report(self, state: KernelState) -> list[str]:
         """Notes for the user: NCA summary, label use, and per-node cap hits."""
         at = state.attrs
