@@ -244,7 +244,8 @@ class AdaptiveMatchingKernel(GraphKernel):
     max_walks_per_node : int or None, default 5000
         Per-node cap on prefixes per level of the unfolding (walks and trees), see
         :mod:`gramdist.kernels.decompositions`; the random choice uses the fit seed. Hits
-        are counted in the state (``cap.*``), the embeddings (``capped``) and :meth:`report`.
+        are counted in the state (``cap.*``, the representation set) and the embeddings
+        (``capped``); a run notes both (:meth:`report`, :meth:`report_embeddings`).
     normalize_sets : bool, default True
         Normalised set distances (the paper's ``Σ_F d / |F|``) or the references' raw sums.
     """
