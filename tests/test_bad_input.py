@@ -389,7 +389,7 @@ def _v2_object_array(array_dir: Path, payload: bytes) -> None:
     (array_dir / "0").write_bytes(payload)
 
 
-PLANTS = ["gram_pickle_codec", "y_pickle_codec", "state_pickle_codec", "state_v2_object_array",
+PLANTS = ["gram_pickle_codec", "y_pickle_codec", "checksums_pickle_codec", "state_pickle_codec", "state_v2_object_array",
           "whole_store_v2_objects", "pickle_files_and_attributes"]
 
 
@@ -403,6 +403,8 @@ def test_planted_pickle_payload_never_runs(plant, good_store, tmp_path):
         _pickle_codec(store / "gram", payload)
     elif plant == "y_pickle_codec":
         _pickle_codec(store / "y", payload)
+    elif plant == "checksums_pickle_codec":
+        _pickle_codec(store / "tile_checksums", payload)
     elif plant == "state_pickle_codec":
         _pickle_codec(store / "state" / "labels", payload)
     elif plant == "state_v2_object_array":
@@ -444,8 +446,8 @@ def test_planted_pickle_payload_never_runs(plant, good_store, tmp_path):
     if plant == "pickle_files_and_attributes":  # inert data: the store still works
         assert outcomes["open_gram"] == outcomes["read_state"] == "ok"
     else:
-        assert "StoreError" in outcomes[{"gram_pickle_codec": "open_gram", "y_pickle_codec": "open_gram"}.get(
-            plant, "read_state")], outcomes
+        assert "StoreError" in outcomes[{"gram_pickle_codec": "open_gram", "y_pickle_codec": "open_gram",
+                                         "checksums_pickle_codec": "open_gram"}.get(plant, "read_state")], outcomes
 
 
 def test_rerun_into_a_store_with_a_planted_state_does_not_unpickle(good_store, tmp_path):

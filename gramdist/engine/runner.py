@@ -258,7 +258,7 @@ def _run_on_client(client: Any, kernel: Any, job: dict[str, Any], root: Any, pat
 
     all_tiles = grid.tiles()
     mask = st.read_done_mask(root)
-    checksums = st.read_checksums(root)  # None for a store begun before they were recorded
+    checksums = st.read_checksums(root, path)  # None for a store begun before they were recorded
     todo = [tl for tl in all_tiles if not mask[tl]]
     already = len(all_tiles) - len(todo)
     if stop_after_tiles is not None:

@@ -192,11 +192,11 @@ def read_done_mask(root: zarr.Group) -> np.ndarray:
     return np.asarray(root["tiles_done"][...], dtype=bool)
 
 
-def read_checksums(root: zarr.Group) -> np.ndarray | None:
-    """The per-tile checksums, or None for a store made before they were recorded."""
-    if "tile_checksums" not in root:
-        return None
-    return np.asarray(root["tile_checksums"][...], dtype=np.uint64)
+def read_checksums(root: zarr.Group, where: str | os.PathLike = "store") -> np.ndarray | None:
+    """The per-tile checksums, or None for a store made before they were recorded;
+    :class:`StoreError` naming ``where`` if they cannot be decoded."""
+    sums = read_array(root, "tile_checksums", where, optional=True)
+    return None if sums is None else sums.astype(np.uint64)
 
 
 def write_done_mask(root: zarr.Group, mask: np.ndarray, checksums: np.ndarray | None = None) -> None:
@@ -218,13 +218,14 @@ def tile_checksum(block: np.ndarray) -> int:
     return int(np.add.reduce(words, axis=None, dtype=np.uint64))
 
 
-def damaged_tiles(root: zarr.Group, grid: TileGrid, gram: np.ndarray | None = None) -> list[tuple[int, int]] | None:
+def damaged_tiles(root: zarr.Group, grid: TileGrid, gram: np.ndarray | None = None,
+                  where: str | os.PathLike = "store") -> list[tuple[int, int]] | None:
     """Tiles marked done whose stored values (and mirror) no longer match their checksum.
 
     ``gram`` is the store's Gram if already loaded (else each tile is read from disk). Returns
     None when the store has no checksums to check against (made by an older gramdist).
     """
-    sums = read_checksums(root)
+    sums = read_checksums(root, where)
     if sums is None:
         return None
     mask = read_done_mask(root)
@@ -261,7 +262,7 @@ def verify_store(store: str | os.PathLike, *, repair: bool = False) -> dict[str,
     """
     root = open_store(store, mode="r+" if repair else "r")
     grid = _grid_of(root)
-    bad = damaged_tiles(root, grid)
+    bad = damaged_tiles(root, grid, where=store)
     if bad is None:
         return {"store": str(store), "verifiable": False, "checked": 0, "damaged": [],
                 "message": f"{store}: no tile checksums (made before gramdist recorded them); nothing to verify"}
@@ -330,7 +331,7 @@ def open_gram(
         k = da.from_zarr(str(store), component="gram")
     else:
         k = read_array(root, "gram", store)
-        bad = damaged_tiles(root, grid, k)  # one pass over the loaded Gram: cheap next to reading it
+        bad = damaged_tiles(root, grid, k, store)  # one pass over the loaded Gram: cheap next to reading it
         if bad:
             raise StoreError(_damage_message(store, grid, bad) + "; run `gramdist verify --repair "
                              f"{store}` and rerun the job to recompute them")
