@@ -588,7 +588,7 @@ class MLGKernel(_LaplacianKernel):
         Number of kernel-PCA directions kept per level (the paper's P^, "~ 10"). An
         approximation setting, not part of the kernel's definition: a larger rank is closer to
         the exact MLG, at O(rank^3) per Gaussian comparison. On NCI1 and NCI109, 20 scored 2-3
-        points above 10 (REPRODUCTION.md), so their jobs select it in the inner CV.
+        points above 10 (REPRODUCTION.md); the MLG jobs select it from {10, 20} in the inner CV.
     min_eig_ratio : float
         Eigenvalues below this fraction of the largest are dropped (never less than 1e-12).
     """
