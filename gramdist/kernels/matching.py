@@ -569,9 +569,9 @@ class AdaptiveMatchingKernel(GraphKernel):
     def report_embeddings(self, counts: dict[str, int]) -> list[str]:
         if not counts.get("roots_capped"):
             return []
-        return [f"per-node cap max_walks_per_node={self.max_walks_per_node} hit on {counts['roots_capped']} roots of "
-                f"{counts['graphs_capped']} of the {counts['graphs']} graphs embedded in this run: their walks/trees "
-                "are a seeded random subset (raise the cap for exact decompositions)"]
+        graphs = f"{counts['graphs_capped']} of the {counts['graphs']} graphs embedded in this run"
+        return [_cap_note(self.max_walks_per_node, counts["roots_capped"], graphs)
+                + " (raise the cap for exact decompositions)"]
 
     def report(self, state: KernelState) -> list[str]:
         """Notes for the user: NCA summary, label use, and per-node cap hits."""
@@ -587,10 +587,15 @@ class AdaptiveMatchingKernel(GraphKernel):
                 "tests only the other graphs, so fit on a sample (fit.sample_size) that leaves enough")
         capped = at.get("cap.roots_capped_in_representation_set", 0)
         if capped:
-            notes.append(f"per-node cap max_walks_per_node={at.get('cap.max_walks_per_node')} hit on {capped} roots "
-                         f"of {at.get('cap.graphs_capped_in_representation_set')} representation graphs: their "
-                         "walks/trees are a seeded random subset")
+            graphs = f"{at.get('cap.graphs_capped_in_representation_set')} representation graphs"
+            notes.append(_cap_note(at.get("cap.max_walks_per_node"), capped, graphs))
         return notes
+
+
+def _cap_note(cap: int | None, roots: int, graphs: str) -> str:
+    """The note for per-node cap hits, in the fitted state or in a run's embeddings."""
+    return (f"per-node cap max_walks_per_node={cap} hit on {roots} roots of {graphs}: "
+            "their walks/trees are a seeded random subset")
 
 
 __all__ = ["AdaptiveMatchingKernel", "ProximityEmbedding", "RepresentationSet", "graph_key"]
