@@ -218,9 +218,9 @@ def tile_checksum(block: np.ndarray) -> int:
     return int(np.add.reduce(words, axis=None, dtype=np.uint64))
 
 
-def damaged_tiles(root: zarr.Group, grid: TileGrid, gram: np.ndarray | None = None,
+def damaged_tiles(root: zarr.Group, grid: TileGrid, mask: np.ndarray, gram: np.ndarray | None = None,
                   where: str | os.PathLike = "store") -> list[tuple[int, int]] | None:
-    """Tiles marked done whose stored values (and mirror) no longer match their checksum.
+    """Tiles marked done in ``mask`` whose stored values (and mirror) no longer match their checksum.
 
     ``gram`` is the store's Gram if already loaded (else each tile is read from disk). Returns
     None when the store has no checksums to check against (made by an older gramdist).
@@ -228,7 +228,6 @@ def damaged_tiles(root: zarr.Group, grid: TileGrid, gram: np.ndarray | None = No
     sums = read_checksums(root, where)
     if sums is None:
         return None
-    mask = read_done_mask(root)
     source = root["gram"] if gram is None else gram
     bad = []
     for i, j in grid.tiles():
@@ -262,16 +261,16 @@ def verify_store(store: str | os.PathLike, *, repair: bool = False) -> dict[str,
     """
     root = open_store(store, mode="r+" if repair else "r")
     grid = _grid_of(root)
-    bad = damaged_tiles(root, grid, where=store)
+    mask = read_done_mask(root)
+    bad = damaged_tiles(root, grid, mask, where=store)
     if bad is None:
         return {"store": str(store), "verifiable": False, "checked": 0, "damaged": [],
                 "message": f"{store}: no tile checksums (made before gramdist recorded them); nothing to verify"}
-    checked = int(sum(read_done_mask(root)[i, j] for i, j in grid.tiles()))
+    checked = _count_done(mask, grid)
     message = f"{store}: all {checked} written tiles match their checksums"
     if bad:
         message = _damage_message(store, grid, bad)
         if repair:
-            mask = read_done_mask(root)
             for tl in bad:
                 mask[tl] = False
             root.attrs["complete"] = False
@@ -281,6 +280,11 @@ def verify_store(store: str | os.PathLike, *, repair: bool = False) -> dict[str,
             message += "; run `gramdist verify --repair` and rerun the job to recompute them"
     return {"store": str(store), "verifiable": True, "checked": checked,
             "damaged": [list(tl) for tl in bad], "message": message}
+
+
+def _count_done(mask: np.ndarray, grid: TileGrid) -> int:
+    """Tiles of ``grid`` (the ones computed) marked done in ``mask``."""
+    return sum(int(mask[i, j]) for i, j in grid.tiles())
 
 
 def _grid_of(root: zarr.Group) -> TileGrid:
@@ -315,11 +319,11 @@ def open_gram(
     """
     root = open_store(store)
     grid = _grid_of(root)
+    mask = read_done_mask(root)
     if not allow_incomplete:
         # the flag and the done-mask must agree (as in store_info): a store whose flag was
         # copied without all of its tiles is not complete
-        mask = read_done_mask(root)
-        done = sum(int(mask[i, j]) for i, j in grid.tiles())
+        done = _count_done(mask, grid)
         if not root.attrs.get("complete") or done < len(grid.tiles()):
             raise StoreError(
                 f"{store}: incomplete store ({done} of {len(grid.tiles())} tiles written); "
@@ -331,7 +335,7 @@ def open_gram(
         k = da.from_zarr(str(store), component="gram")
     else:
         k = read_array(root, "gram", store)
-        bad = damaged_tiles(root, grid, k, store)  # one pass over the loaded Gram: cheap next to reading it
+        bad = damaged_tiles(root, grid, mask, k, store)  # one pass over the loaded Gram: cheap next to reading it
         if bad:
             raise StoreError(_damage_message(store, grid, bad) + "; run `gramdist verify --repair "
                              f"{store}` and rerun the job to recompute them")
@@ -344,9 +348,8 @@ def store_info(store: str | os.PathLike) -> dict[str, Any]:
     root = open_store(store)
     attrs = dict(root.attrs)
     grid = _grid_of(root)
-    mask = read_done_mask(root)
     todo = grid.tiles()
-    done = sum(int(mask[i, j]) for i, j in todo)
+    done = _count_done(read_done_mask(root), grid)
     return {
         "store": str(store),
         "complete": bool(attrs.get("complete")) and done == len(todo),
