@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
 
 from gramdist.datasets import make_synthetic  # noqa: E402
-from gramdist.kernels.dm import DescriptorMatchingKernel  # noqa: E402
+from gramdist.kernels.dm.kernel import DescriptorMatchingKernel  # noqa: E402
 
 DEFAULTS = {"n_graphs": 10, "n_nodes": 200, "avg_degree": 5.0, "h": 10, "density": None}
 # series name -> (varied setting, values, extra kernel parameters)

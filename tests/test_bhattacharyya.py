@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from gramdist.kernels.bhattacharyya import (
+from gramdist.kernels.gaussian.bhattacharyya import (
     GaussianEmbedding,
     bhattacharyya,
     gaussian_embedding,

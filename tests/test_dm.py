@@ -1,4 +1,4 @@
-"""Tests of the Descriptor Matching kernel (gramdist.kernels.dm and its helper modules).
+"""Tests of the Descriptor Matching kernel (gramdist.kernels.dm.kernel and its helper modules).
 
 References used here are deliberately naive: SC descriptors node by node from the update
 rule, Algorithm 2 as a literal loop over levels, and Eq. (4.1) evaluated with new-match counts
@@ -20,10 +20,10 @@ from gramdist.errors import DatasetError, JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
 from gramdist.kernels.base import KernelState
-from gramdist.kernels.dm import DescriptorMatchingKernel
-from gramdist.kernels.dm_descriptors import raw_node_attributes, sc_iterations
-from gramdist.kernels.dm_histograms import K_CAP
-from gramdist.kernels.dm_pyramid import Pyramid, descend
+from gramdist.kernels.dm.descriptors import raw_node_attributes, sc_iterations
+from gramdist.kernels.dm.histograms import K_CAP
+from gramdist.kernels.dm.kernel import DescriptorMatchingKernel
+from gramdist.kernels.dm.pyramid import Pyramid, descend
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
 
 
@@ -201,12 +201,12 @@ def test_threshold_product_equals_public_scipy_product(monkeypatch: pytest.Monke
     state = kernel.fit(graphs, seed=1)
     emb = kernel.embed(graphs, state)
     fast = kernel.pairwise(emb[0:13], emb[5:20], state)
-    monkeypatch.setattr("gramdist.kernels.dm_histograms._csr_matmat", None)
+    monkeypatch.setattr("gramdist.kernels.dm.histograms._csr_matmat", None)
     np.testing.assert_array_equal(kernel.pairwise(emb[0:13], emb[5:20], state), fast)
 
 
 def test_descend_matches_nearest_centre_walk(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gramdist.kernels.dm_pyramid._FALLBACK_ROWS", 2)  # many float64 slices
+    monkeypatch.setattr("gramdist.kernels.dm.pyramid._FALLBACK_ROWS", 2)  # many float64 slices
     graphs = random_graphs(30, seed=7, attr_dim=1, n_nodes=(10, 30))
     kernel = DescriptorMatchingKernel(h=2, t=4, b=4)
     state = kernel.fit(graphs, seed=1)

@@ -13,8 +13,8 @@ from gramdist.engine.runner import run_job
 from gramdist.engine.store import TileGrid, mark_complete, open_gram, read_state, store_info
 from gramdist.errors import StoreError, TileError
 from gramdist.jobs import validate_job
-from gramdist.kernels.sparse_features import dot
-from gramdist.kernels.wl import WLSubtreeKernel
+from gramdist.kernels.features.sparse_features import dot
+from gramdist.kernels.features.wl import WLSubtreeKernel
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import pytest
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
-from gramdist.kernels import set_distances as sd
 from gramdist.kernels.base import KernelState
-from gramdist.kernels.decompositions import (
+from gramdist.kernels.matching import set_distances as sd
+from gramdist.kernels.matching.decompositions import (
     LabelEncoding,
     tree_distances,
     tree_types,
@@ -21,7 +21,7 @@ from gramdist.kernels.decompositions import (
     walk_distances,
     walk_types,
 )
-from gramdist.kernels.matching import AdaptiveMatchingKernel, RepresentationSet
+from gramdist.kernels.matching.kernel import AdaptiveMatchingKernel, RepresentationSet
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
 
 

@@ -14,8 +14,8 @@ from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
 from gramdist.kernels.base import KernelState
-from gramdist.kernels.bhattacharyya import GaussianEmbedding, bhattacharyya
-from gramdist.kernels.mlg import (
+from gramdist.kernels.gaussian.bhattacharyya import GaussianEmbedding, bhattacharyya
+from gramdist.kernels.gaussian.mlg import (
     FLGKernel,
     MLGKernel,
     balls,

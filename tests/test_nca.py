@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gramdist.kernels import nca
+from gramdist.kernels.matching import nca
 
 
 def _toy(n=60, m=6, informative=2, seed=0):

@@ -16,7 +16,7 @@ import pytest
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
-from gramdist.kernels.nspdk import NSPDKKernel, distance_patterns, neighbourhood_codes
+from gramdist.kernels.features.nspdk import NSPDKKernel, distance_patterns, neighbourhood_codes
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
 
 
@@ -227,7 +227,7 @@ def test_separates_neighbourhoods_that_the_old_encoding_conflated():
 ])
 def test_fallback_paths_give_the_same_features(switch, d, batch, mutag, monkeypatch):
     """Each fallback (float64 distances, per-ball BFS, searched lookup) equals the main path."""
-    import gramdist.kernels.nspdk as mod
+    import gramdist.kernels.features.nspdk as mod
 
     graphs = {"mutag": lambda: mutag[:15], "random6": lambda: random_batch(6, n_graphs=10, n_max=14),
               "random4": lambda: random_batch(4, n_graphs=12, n_max=14)}[batch]()
@@ -290,7 +290,7 @@ def test_block_normalisation():
 
 
 def test_small_blocks_give_same_features(mutag, monkeypatch):
-    import gramdist.kernels.nspdk as mod
+    import gramdist.kernels.features.nspdk as mod
 
     batch = mutag[:20]
     k = NSPDKKernel(r=2, d=3)
@@ -304,8 +304,8 @@ _CHILD = """
 import hashlib, sys
 import numpy as np
 from gramdist.datasets import read_tu
-from gramdist.kernels.nspdk import NSPDKKernel, distance_patterns, neighbourhood_codes
-from gramdist.kernels.odd import ODDSTKernel
+from gramdist.kernels.features.nspdk import NSPDKKernel, distance_patterns, neighbourhood_codes
+from gramdist.kernels.features.odd import ODDSTKernel
 b = read_tu(sys.argv[1])[:25]
 h = hashlib.sha256()
 for k in (NSPDKKernel(r=2, d=3), ODDSTKernel(h=3, lam=0.8)):
@@ -326,7 +326,7 @@ def test_same_features_in_processes_with_different_hash_seeds(dataset_dir):
     assert len(digests) == 1
     # and the parent process agrees too
     from gramdist.datasets import read_tu
-    from gramdist.kernels.odd import ODDSTKernel
+    from gramdist.kernels.features.odd import ODDSTKernel
 
     b = read_tu(folder)[:25]
     h = hashlib.sha256()
@@ -361,8 +361,8 @@ def test_validation():
 def test_sparse_features_from_pairs_dot_and_slicing():
     import pickle
 
+    from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
     from gramdist.kernels.hashing import mix
-    from gramdist.kernels.sparse_features import SparseFeatures, dot, sq_norms
 
     rng = np.random.default_rng(0)
     n_graphs, m = 40, 6000

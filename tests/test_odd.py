@@ -12,7 +12,7 @@ from test_nspdk import permute, random_batch
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
-from gramdist.kernels.odd import ODDSTKernel
+from gramdist.kernels.features.odd import ODDSTKernel
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
 
 

@@ -9,8 +9,8 @@ from scipy import integrate
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
-from gramdist.kernels.bhattacharyya import bhattacharyya
-from gramdist.kernels.power import (
+from gramdist.kernels.gaussian.bhattacharyya import bhattacharyya
+from gramdist.kernels.gaussian.power import (
     PowerKernel,
     power_gaussians,
     power_summary_reference,

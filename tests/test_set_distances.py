@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from gramdist.kernels import set_distances as sd
+from gramdist.kernels.matching import set_distances as sd
 
 ALL = sd.SET_DISTANCES
 

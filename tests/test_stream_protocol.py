@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.wl import WLSubtreeKernel
+from gramdist.kernels.features.wl import WLSubtreeKernel
 from gramdist.stream.learners import PrimalLearner
 from gramdist.stream.protocol import auroc, run_protocol
 from gramdist.stream.source import FeatureStream, GraphStream, Segment

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.wl import WLSubtreeKernel
+from gramdist.kernels.features.wl import WLSubtreeKernel
 from gramdist.testing import gram_by_tiles
 
 

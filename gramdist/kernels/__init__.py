@@ -1,7 +1,17 @@
-"""Kernel registry: the job file's ``kernel.name`` -> the class implementing it.
+"""Graph kernels, one sub-package per paper, behind one contract and one registry.
 
-Classes are imported lazily so that ``gramdist`` starts fast and a kernel's heavy imports
-are paid only by jobs that use it.
+* ``base.py`` — the contract every kernel implements (:class:`GraphKernel`: ``fit -> state``,
+  ``embed -> embeddings``, ``pairwise -> block``) and :class:`KernelState`.
+* ``hashing.py`` — stable 64-bit hashing shared by the families that name substructures.
+* ``features/`` — WL subtree, NSPDK, ODD_ST (explicit sparse features; the stream paper).
+* ``dm/`` — Descriptor Matching (Su et al. 2016).
+* ``gaussian/`` — power kernel (Shrivastava & Li) and FLG/MLG (Kondor & Pan 2016).
+* ``matching/`` — adaptive matching kernels (Woźnica, Kalousis & Hilario).
+
+Kernels never import Dask. :data:`KERNELS` maps the job file's ``kernel.name`` to the class;
+classes are imported lazily so that ``gramdist`` starts fast and a kernel's heavy imports are
+paid only by jobs that use it. A new kernel is a module in its family's folder (or a new
+folder for a new paper) plus one line here.
 """
 
 from __future__ import annotations
@@ -13,14 +23,14 @@ from gramdist.kernels.base import GraphKernel, KernelState
 
 #: name -> "module:Class"; one line per kernel.
 KERNELS: dict[str, str] = {
-    "wl": "gramdist.kernels.wl:WLSubtreeKernel",
-    "dm": "gramdist.kernels.dm:DescriptorMatchingKernel",
-    "power": "gramdist.kernels.power:PowerKernel",
-    "flg": "gramdist.kernels.mlg:FLGKernel",
-    "mlg": "gramdist.kernels.mlg:MLGKernel",
-    "matching": "gramdist.kernels.matching:AdaptiveMatchingKernel",
-    "nspdk": "gramdist.kernels.nspdk:NSPDKKernel",
-    "odd": "gramdist.kernels.odd:ODDSTKernel",
+    "wl": "gramdist.kernels.features.wl:WLSubtreeKernel",
+    "dm": "gramdist.kernels.dm.kernel:DescriptorMatchingKernel",
+    "power": "gramdist.kernels.gaussian.power:PowerKernel",
+    "flg": "gramdist.kernels.gaussian.mlg:FLGKernel",
+    "mlg": "gramdist.kernels.gaussian.mlg:MLGKernel",
+    "matching": "gramdist.kernels.matching.kernel:AdaptiveMatchingKernel",
+    "nspdk": "gramdist.kernels.features.nspdk:NSPDKKernel",
+    "odd": "gramdist.kernels.features.odd:ODDSTKernel",
 }
 
 

@@ -3,7 +3,7 @@
 Each graph becomes a Gaussian over the rows of its power summary (Algorithm 1 from the
 all-ones start, L1 normalisation, ``k`` iterations), and two graphs are compared by the
 Bhattacharyya kernel between their Gaussians (Eq. 3), evaluated in closed form by
-:mod:`gramdist.kernels.bhattacharyya`.
+:mod:`gramdist.kernels.gaussian.bhattacharyya`.
 
 Exact summary statistics
 ------------------------
@@ -32,7 +32,7 @@ stays an exact Bhattacharyya kernel: PSD, with K(G, G) = 1.
 
 Eq. (4) as printed in the paper is garbled (it mixes ``(Sigma_A + Sigma_B) / 2`` with the
 inverse-form mean); we implement the integral of Eq. (3) exactly, in the equivalent
-``S_bar = (S_a + S_b) / 2`` form (see :mod:`gramdist.kernels.bhattacharyya`). The kernel is
+``S_bar = (S_a + S_b) / 2`` form (see :mod:`gramdist.kernels.gaussian.bhattacharyya`). The kernel is
 normalised by construction, so ``gram.normalize`` changes nothing.
 
 The paper ignores node and edge labels; so does this kernel.
@@ -48,7 +48,7 @@ import scipy.sparse as sp
 from gramdist.arrayops import unique_rows
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
-from gramdist.kernels.bhattacharyya import (
+from gramdist.kernels.gaussian.bhattacharyya import (
     GaussianEmbedding,
     bhattacharyya,
     gaussian_embedding,

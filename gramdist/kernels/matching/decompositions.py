@@ -74,7 +74,7 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.hashing import mix
-from gramdist.kernels.set_distances import padded_matching_costs
+from gramdist.kernels.matching.set_distances import padded_matching_costs
 
 _STEP = np.uint64(0xD6E8FEB86659FD93)
 

@@ -12,7 +12,7 @@ of their Gaussians, Eq. (4)::
     k_FLG(G1, G2) = |(S1^-1 / 2 + S2^-1 / 2)^-1|^1/2 / (|S1|^1/4 |S2|^1/4)
                   = |S1|^1/4 |S2|^1/4 / |(S1 + S2) / 2|^1/2,
 
-computed in log space by :mod:`gramdist.kernels.bhattacharyya`. K(G, G) = 1 exactly (also in
+computed in log space by :mod:`gramdist.kernels.gaussian.bhattacharyya`. K(G, G) = 1 exactly (also in
 floating point), so the kernel is normalised by construction and the engine's
 ``gram.normalize`` changes nothing. We keep the paper's ``1/2`` in the averaged inverse (GraKeL
 drops it, which makes its K(G, G) = 2^(-d/2)).
@@ -73,7 +73,7 @@ Two exact shortcuts, both bitwise neutral: per level, subgraphs built from ident
 :func:`subgraph_classes`) get one covariance, and bitwise equal covariances get one evaluation
 against the anchors (with one-hot labels, NCI1's 122,747 radius-1 subgraphs have 378 distinct
 covariances). Gaussians of dimension <= ``SOA_MAX_DIM`` (16, which covers the default rank 10)
-are compared by the element-wise Cholesky of :mod:`gramdist.kernels.bhattacharyya`, about twice
+are compared by the element-wise Cholesky of :mod:`gramdist.kernels.gaussian.bhattacharyya`, about twice
 as fast as batched LAPACK at d = 10. Per level the cost is O(C n_samples d^3) for C distinct
 subgraphs and feature dimension d; the Gram costs O(G^2 rank^3).
 """
@@ -89,7 +89,7 @@ from gramdist.arrayops import ranges, unique_rows
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
-from gramdist.kernels.bhattacharyya import (
+from gramdist.kernels.gaussian.bhattacharyya import (
     GaussianEmbedding,
     bhattacharyya,
     gaussian_embedding,
@@ -100,7 +100,7 @@ from gramdist.kernels.bhattacharyya import (
 #: memory budget (bytes) of the stacked dense arrays built per block
 _BLOCK_BYTES = 32 * 2**20
 #: Gaussians up to this dimension are compared by the element-wise Cholesky of
-#: :mod:`gramdist.kernels.bhattacharyya` (about twice as fast as batched LAPACK for d = 10)
+#: :mod:`gramdist.kernels.gaussian.bhattacharyya` (about twice as fast as batched LAPACK for d = 10)
 SOA_MAX_DIM = 16
 
 _FEATURES = ("labels", "attributes", "both")

@@ -39,8 +39,8 @@ import numpy as np
 from gramdist.arrayops import unique_sorted
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import KernelState, check_param
+from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
 from gramdist.kernels.hashing import mix
-from gramdist.kernels.sparse_features import SparseFeatureKernel, SparseFeatures
 
 
 def wl_labels(graphs: GraphBatch, h: int) -> list[np.ndarray]:
@@ -79,7 +79,7 @@ class WLSubtreeKernel(SparseFeatureKernel):
 
     Notes
     -----
-    ``embed`` returns :class:`~gramdist.kernels.sparse_features.SparseFeatures` (one row per
+    ``embed`` returns :class:`~gramdist.kernels.features.sparse_features.SparseFeatures` (one row per
     graph); ``pairwise`` is their exact dot product (integer counts, so the Gram is exact and
     bitwise independent of tiling). See the module docstring for label hashing.
     """

@@ -5,9 +5,9 @@ Graphs" (SDM 2016).
 
 where ``F^(r)(G)`` are the Stochastic Cascade descriptors of G's nodes after r propagation
 steps (with scaled numerical node attributes appended; see
-:mod:`gramdist.kernels.dm_descriptors`) and ``k_vg`` is the vocabulary-guided pyramid match
+:mod:`gramdist.kernels.dm.descriptors`) and ``k_vg`` is the vocabulary-guided pyramid match
 (Definition 4.2, Eq. 4.1) over a pyramid fitted for that r (Algorithm 1,
-:mod:`gramdist.kernels.dm_pyramid`). The kernel is positive semi-definite (Theorems 4.2, 4.3):
+:mod:`gramdist.kernels.dm.pyramid`). The kernel is positive semi-definite (Theorems 4.2, 4.3):
 every bin's weight ``1 / (1 + s)`` is at least its parent's because diameters shrink down the
 tree.
 
@@ -20,7 +20,7 @@ Engine phases:
   from its own random stream spawned from the fit seed, so the state does not depend on the
   number of threads.
 * ``embed``: SC descriptors of the chunk, routed through the pyramids (Algorithm 2) into
-  sparse multi-resolution histograms (:mod:`gramdist.kernels.dm_histograms`).
+  sparse multi-resolution histograms (:mod:`gramdist.kernels.dm.histograms`).
 * ``pairwise``: exact telescoped Eq. (4.1) for a whole tile in a few array operations; the
   cost of a pair is the number of bin thresholds the two graphs share, not the number of bins.
 
@@ -49,10 +49,10 @@ from threadpoolctl import threadpool_limits
 
 from gramdist.errors import DatasetError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels import dm_descriptors as desc
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
-from gramdist.kernels.dm_histograms import K_CAP, BinLayout, Histograms, match_tile, self_match
-from gramdist.kernels.dm_pyramid import Pyramid, descend, fit_pyramid
+from gramdist.kernels.dm import descriptors as desc
+from gramdist.kernels.dm.histograms import K_CAP, BinLayout, Histograms, match_tile, self_match
+from gramdist.kernels.dm.pyramid import Pyramid, descend, fit_pyramid
 
 _STATE_VERSION = 1
 

@@ -15,7 +15,7 @@ time computable metric between point sets", Acta Informatica 37). ``normalize=Tr
 default, the paper's form) divides the measures defined as sums by a tie-independent
 ``|F|``; ``normalize=False`` gives the sums of the original references (used by the tests of
 metric properties). Element distances are assumed bounded by ``M = 1`` (true for the walk
-and tree distances of :mod:`gramdist.kernels.decompositions`); ``M`` is the cost bound of the
+and tree distances of :mod:`gramdist.kernels.matching.decompositions`); ``M`` is the cost bound of the
 matching distance and the penalty of RIBL.
 
 ========================  ======================================================  ============

@@ -121,7 +121,7 @@ class Histograms:
         """Histograms from the bins of every node.
 
         ``bins[r]`` is the (N, t-1) array of bins of the nodes at levels 1..t-1 of pyramid r
-        (from :func:`~gramdist.kernels.dm_pyramid.descend`); the root bin ``roots[r]`` holds
+        (from :func:`~gramdist.kernels.dm.pyramid.descend`); the root bin ``roots[r]`` holds
         all ``nodes_per_graph`` descriptors.
         """
         n_dense = len(layout.dense_bins)

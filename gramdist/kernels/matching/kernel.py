@@ -2,14 +2,14 @@
 Kernels for Labelled Graphs").
 
 A graph ``G`` is decomposed in ``m`` ways — walks of lengths ``l ∈ walk_lengths`` and trees of
-heights ``h ∈ tree_heights`` from every node (:mod:`gramdist.kernels.decompositions`) — and
+heights ``h ∈ tree_heights`` from every node (:mod:`gramdist.kernels.matching.decompositions`) — and
 two graphs are compared decomposition by decomposition with one set distance ``d_set``
-(:mod:`gramdist.kernels.set_distances`), giving the vector
+(:mod:`gramdist.kernels.matching.set_distances`), giving the vector
 
     d(G1, G2) = (d_set(G1^{t_1}, G2^{t_1}), …, d_set(G1^{t_m}, G2^{t_m}))ᵀ ∈ R^m.
 
 A learned matrix ``A`` combines them: ``d_A(G1, G2) = ‖A d(G1, G2)‖`` (Eq. 1), with ``A``
-learned by NCA (:mod:`gramdist.kernels.nca`). Each graph is mapped to its *proximity
+learned by NCA (:mod:`gramdist.kernels.matching.nca`). Each graph is mapped to its *proximity
 vector* against a representation set ``S = {S_1, …, S_p}``,
 
     φ(G) = (d_A(G, S_1), …, d_A(G, S_p)) ∈ R^p,
@@ -26,7 +26,7 @@ their mean over the pairs of distinct graphs of ``S`` before NCA (walk distances
 walks are larger than those of short ones; the division is a fixed diagonal
 reparametrisation of ``A``, so the family of metrics is unchanged, but ``A = I`` then weighs
 decompositions equally and NCA starts balanced); and, as the paper's regularised objective
-is maximised, its Frobenius penalty is subtracted (see :mod:`gramdist.kernels.nca`).
+is maximised, its Frobenius penalty is subtracted (see :mod:`gramdist.kernels.matching.nca`).
 
 Engine phases
 -------------
@@ -67,9 +67,9 @@ from threadpoolctl import threadpool_limits
 
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels import nca as nca_mod
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
-from gramdist.kernels.decompositions import (
+from gramdist.kernels.matching import nca as nca_mod
+from gramdist.kernels.matching.decompositions import (
     LabelEncoding,
     Multisets,
     TreeTypes,
@@ -82,7 +82,7 @@ from gramdist.kernels.decompositions import (
     walk_distances,
     walk_types,
 )
-from gramdist.kernels.set_distances import SET_DISTANCES, ManySets, set_distances_to_many
+from gramdist.kernels.matching.set_distances import SET_DISTANCES, ManySets, set_distances_to_many
 
 DEFAULT_WALK_LENGTHS = tuple(range(1, 12))
 DEFAULT_TREE_HEIGHTS = (2, 3, 4, 5)
@@ -214,7 +214,7 @@ class AdaptiveMatchingKernel(GraphKernel):
     ----------
     set_distance : str, default "smd"
         One of ``single, complete, average, smd, hausdorff, ribl, tanimoto, surjection,
-        fair_surjection, linking, matching`` (:mod:`gramdist.kernels.set_distances`).
+        fair_surjection, linking, matching`` (:mod:`gramdist.kernels.matching.set_distances`).
     walk_lengths : list of int or None
         Walk decompositions (length = number of vertices and edges). None: 1..11 (paper).
     tree_heights : list of int or None
@@ -243,7 +243,7 @@ class AdaptiveMatchingKernel(GraphKernel):
         RBF width; None: ``1 / median ‖φ(S_i) − φ(S_j)‖²`` over the representation set.
     max_walks_per_node : int or None, default 5000
         Per-node cap on prefixes per level of the unfolding (walks and trees), see
-        :mod:`gramdist.kernels.decompositions`; the random choice uses the fit seed. Hits
+        :mod:`gramdist.kernels.matching.decompositions`; the random choice uses the fit seed. Hits
         are counted in the state (``cap.*``, the representation set) and the embeddings
         (``capped``); a run notes both (:meth:`report`, :meth:`report_embeddings`).
     normalize_sets : bool, default True
