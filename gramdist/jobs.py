@@ -34,7 +34,8 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]] | None] = {
     "dataset": None,
     "kernel": None,
     "fit": {"sample_size": (int, type(None)), "seed": (int,), "from_store": (str, type(None))},
-    "gram": {"tile_size": (int,), "normalize": (bool,), "compression_level": (int,)},
+    "gram": {"tile_size": (int,), "normalize": (bool,), "compression_level": (int,),
+             "checkpoint_seconds": (int, float)},
     "test": {"dataset": (dict, str)},
     "output": None,
     "cluster": {
@@ -54,7 +55,7 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]] | None] = {
 
 DEFAULTS: dict[str, Any] = {
     "fit": {"sample_size": None, "seed": 0, "from_store": None},
-    "gram": {"tile_size": 256, "normalize": False, "compression_level": 1},
+    "gram": {"tile_size": 256, "normalize": False, "compression_level": 1, "checkpoint_seconds": 2.0},
     "cluster": {
         "scheduler": None,
         "n_workers": None,
@@ -189,6 +190,8 @@ def validate_job(job: dict[str, Any], source: str = "job") -> dict[str, Any]:
     gram = job["gram"]
     if gram["tile_size"] < 1:
         raise JobError(f"{source}: gram.tile_size must be >= 1, got {gram['tile_size']}")
+    if not gram["checkpoint_seconds"] > 0:
+        raise JobError(f"{source}: gram.checkpoint_seconds must be > 0, got {gram['checkpoint_seconds']}")
     fit = job["fit"]
     if fit["sample_size"] is not None and fit["sample_size"] < 1:
         raise JobError(f"{source}: fit.sample_size must be >= 1 or null, got {fit['sample_size']}")

@@ -608,7 +608,6 @@ def test_tile_window_grows_when_workers_join_late(tmp_path, monkeypatch):
     from gramdist.engine import runner
     from gramdist.jobs import load_job
 
-    monkeypatch.setattr(runner, "MASK_FLUSH_SECONDS", 0.05)
     job = synthetic_job(tmp_path / "job.yaml", n_graphs=240, tile=10)
     out = tmp_path / "late.zarr"
     lines: list[str] = []
@@ -616,7 +615,8 @@ def test_tile_window_grows_when_workers_join_late(tmp_path, monkeypatch):
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         result: dict = {}
         th = threading.Thread(target=lambda: result.setdefault("r", runner.run_job(
-            load_job(job), out=str(out), client=client, progress=False, log=lines.append)))
+            load_job(job, ["gram.checkpoint_seconds=0.05"]), out=str(out), client=client, progress=False,
+            log=lines.append)))
         th.start()
         deadline = time.time() + 60
         while chunks_written(out) < 5 and time.time() < deadline and th.is_alive():

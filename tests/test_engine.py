@@ -7,6 +7,7 @@ import logging
 import numpy as np
 import pytest
 import zarr
+from faultinject import FailTile
 
 from gramdist.datasets import load_dataset
 from gramdist.engine.runner import run_job
@@ -83,17 +84,27 @@ def test_store_layout_and_attributes(client, tmp_path, mutag, dataset_dir):
         assert not f.name.endswith((".pkl", ".pickle"))
 
 
+def stop_after(n_tiles):
+    """A progress callback that interrupts the run (as Ctrl-C would) after ``n_tiles`` tiles."""
+    def callback(done, total):
+        if done >= n_tiles:
+            raise KeyboardInterrupt
+    return callback
+
+
 def test_resume_computes_only_missing_tiles(client, tmp_path, dataset_dir):
     dataset_dir("MUTAG")
     job = mutag_job(tile_size=20)
     path = str(tmp_path / "r.zarr")
-    first = run_job(job, out=path, client=client, progress=False, stop_after_tiles=17)
-    assert first.tiles_computed == 17 and not first.complete
+    with pytest.raises(KeyboardInterrupt):
+        run_job(job, out=path, client=client, progress=stop_after(17))
+    first = store_info(path)
+    assert first["tiles_done"] == 17 and not first["complete"]
     assert store_info(path)["complete"] is False
     with pytest.raises(StoreError, match="incomplete"):
         open_gram(path)
     second = run_job(job, out=path, client=client, progress=False)
-    assert second.tiles_already_done == 17 and second.tiles_computed == first.tiles_total - 17
+    assert second.tiles_already_done == 17 and second.tiles_computed == first["tiles_total"] - 17
     assert second.complete
     full = run_job(job, out=str(tmp_path / "full.zarr"), client=client, progress=False)
     assert np.array_equal(open_gram(path)[0], open_gram(full.store)[0])
@@ -168,8 +179,12 @@ def test_failing_tile_names_tile_and_graphs_and_store_stays_resumable(client, tm
     dataset_dir("MUTAG")
     job = mutag_job(tile_size=50)
     path = str(tmp_path / "f.zarr")
-    with pytest.raises(TileError, match=r"tile \(1, 2\) failed \(row graphs 51\.\.100, column graphs 101\.\.150\)"):
-        run_job(job, out=path, client=client, progress=False, inject_failure=(1, 2))
+    client.register_plugin(FailTile((1, 2)))
+    try:
+        with pytest.raises(TileError, match=r"tile \(1, 2\) failed \(row graphs 51\.\.100, column graphs 101\.\.150\)"):
+            run_job(job, out=path, client=client, progress=False)
+    finally:
+        client.unregister_worker_plugin(FailTile.name)
     assert store_info(path)["complete"] is False
     res = run_job(job, out=path, client=client, progress=False)
     assert res.complete and res.tiles_already_done >= 1
@@ -228,3 +243,45 @@ def test_embedded_cluster_workers_keep_malloc_adaptive(monkeypatch):
     # a user's own setting wins
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "1048576")
     assert "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_" not in worker_malloc_environ()
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_in_process_and_in_memory_steps_give_the_store_bits(client, tmp_path, mutag, dataset_dir, normalize):
+    """The engine's steps run in this process (InlineExecutor) or on the cluster, into memory
+    or into a store: one Gram, bit for bit, symmetric and test x train."""
+    from gramdist.engine.executor import DaskExecutor, InlineExecutor
+    from gramdist.engine.runner import compute_in_memory
+    from gramdist.engine.steps import plan_gram
+
+    dataset_dir("MUTAG")
+    stored = open_gram(run_job(mutag_job(tile_size=50, normalize=normalize), out=str(tmp_path / "s.zarr"),
+                               client=client, progress=False).store)[0]
+    fit = {"sample_size": None, "seed": 0}
+    kernel = WLSubtreeKernel(3)
+    inline = compute_in_memory(InlineExecutor(), plan_gram(kernel, mutag, tile_size=50, normalize=normalize, fit=fit),
+                               log=lambda m: None)
+    on_cluster = compute_in_memory(DaskExecutor(client), plan_gram(kernel, mutag, tile_size=30, normalize=normalize,
+                                                                   fit=fit), log=lambda m: None)
+    assert np.array_equal(inline.gram, stored) and np.array_equal(on_cluster.gram, stored)
+    assert np.array_equal(inline.diag_rows, np.diag(reference(mutag)))
+    # K(test, train) with the state fitted on train: the rows of the symmetric Gram
+    rect = compute_in_memory(InlineExecutor(), plan_gram(kernel, mutag, mutag[150:], tile_size=16, normalize=normalize,
+                                                         fit=fit), state=inline.state, log=lambda m: None)
+    assert np.array_equal(rect.gram, stored[150:])
+
+
+def test_in_process_executor_reports_a_failing_tile_like_the_cluster(mutag, dataset_dir, monkeypatch):
+    import faultinject
+
+    from gramdist.engine.executor import InlineExecutor
+    from gramdist.engine.runner import compute_in_memory
+    from gramdist.engine.steps import plan_gram
+
+    dataset_dir("MUTAG")
+    faultinject.install((1, 2))
+    try:
+        plan = plan_gram(WLSubtreeKernel(3), mutag, tile_size=50, normalize=False, fit={"seed": 0})
+        with pytest.raises(TileError, match=r"tile \(1, 2\) failed \(row graphs 51\.\.100, column graphs 101\.\.150\)"):
+            compute_in_memory(InlineExecutor(), plan, log=lambda m: None)
+    finally:
+        faultinject.uninstall()

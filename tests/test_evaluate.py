@@ -7,7 +7,7 @@ import pytest
 
 from gramdist.engine import store as st
 from gramdist.errors import StoreError
-from gramdist.evaluate import evaluate, outer_fold
+from gramdist.evaluation.nested_cv import evaluate, outer_fold
 
 
 def make_store(path, k, y, checksum="same", complete=True):
@@ -69,7 +69,7 @@ def test_selection_never_sees_the_test_fold():
     cheat[np.ix_(test, test)] += np.outer(sign[test], sign[test])
     x = sign[:, None] + 0.5 * rng.standard_normal((n, 2))
     honest = x @ x.T
-    import gramdist.evaluate as ev
+    import gramdist.evaluation.nested_cv as ev
 
     ev._load.cache_clear()
     original = ev._load
@@ -107,7 +107,7 @@ def test_supervised_fit_graphs_are_never_tested(tmp_path, monkeypatch):
     # (supervised_graph_ids): evaluate must keep them in every training part, never in a test fold.
     import zarr
 
-    import gramdist.evaluate as ev
+    import gramdist.evaluation.nested_cv as ev
     from gramdist.kernels.base import KernelState
 
     y, good, noise = informative_and_noise(n=80, seed=5)
@@ -160,7 +160,7 @@ def test_inner_cv_never_validates_on_supervised_fit_graphs():
     cheat[np.ix_(held, held)] += np.outer(sign[held], sign[held])
     x = sign[:, None] + 2.0 * rng.standard_normal((n, 2))
     honest = x @ x.T
-    import gramdist.evaluate as ev
+    import gramdist.evaluation.nested_cv as ev
 
     original = ev._load
     ev._load = lambda p: {"cheat": cheat, "honest": honest}[p]

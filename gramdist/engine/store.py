@@ -157,6 +157,56 @@ def write_vector(root: zarr.Group, name: str, values: np.ndarray) -> None:
     arr[...] = values
 
 
+def write_graph_vectors(root: zarr.Group, rows: Any, cols: Any = None) -> None:
+    """Class labels and ids of the row graphs (and of the column graphs of a rectangular store)."""
+    for batch, suffix in ((rows, ""), (cols, "_cols")):
+        if batch is None:
+            continue
+        if batch.y is not None:
+            write_vector(root, f"y{suffix}", batch.y)
+        write_vector(root, f"graph_ids{suffix}", batch.graph_ids)
+
+
+def write_diag(root: zarr.Group, rows: np.ndarray, cols: np.ndarray | None = None) -> None:
+    """Store the raw K(g, g) of the row graphs (and of the columns when rectangular)."""
+    write_vector(root, "diag", rows)
+    if cols is not None:
+        write_vector(root, "diag_cols", cols)
+    root.attrs["diag_complete"] = True
+
+
+def read_diag(root: zarr.Group) -> tuple[np.ndarray, np.ndarray]:
+    """The stored raw K(g, g) of the row graphs and of the column graphs (the same array for
+    a symmetric store)."""
+    rows = np.asarray(root["diag"][...])
+    return rows, rows if root.attrs.get("symmetric", True) else np.asarray(root["diag_cols"][...])
+
+
+def read_labels(root: zarr.Group, where: str | os.PathLike) -> np.ndarray | None:
+    """Class labels (or targets) of the row graphs; None when the dataset has none."""
+    return read_array(root, "y", where, optional=True)  # not `"y" in root`: zarr's lookup can raise
+
+
+def read_graph_ids(root: zarr.Group, where: str | os.PathLike) -> np.ndarray:
+    return read_array(root, "graph_ids", where)
+
+
+def read_fit_indices(root: zarr.Group, where: str | os.PathLike) -> np.ndarray:
+    return read_array(root, "fit_indices", where)
+
+
+def read_kernel_attrs(root: zarr.Group) -> dict[str, Any]:
+    """The JSON part of the fitted state ({} when the store has no state yet)."""
+    return dict(root["state"].attrs.get("kernel_attrs", {})) if "state" in root else {}
+
+
+def record_stats(root: zarr.Group, timings: dict[str, float]) -> None:
+    """Merge a run's phase timings (seconds) into the ``stats`` attribute."""
+    stats = dict(root.attrs.get("stats", {}))
+    stats.update({k: round(v, 4) for k, v in timings.items()})
+    root.attrs["stats"] = stats
+
+
 def write_state(root: zarr.Group, state: KernelState, fit_indices: np.ndarray) -> None:
     """Persist the kernel state as arrays + JSON attributes, then mark it complete."""
     group = root.require_group("state")

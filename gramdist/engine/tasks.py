@@ -68,16 +68,16 @@ def tile_task(
     emb_cols: Any,
     diag_rows: np.ndarray | None,
     diag_cols: np.ndarray | None,
-    store_path: str,
+    store_path: str | None,
     grid: TileGrid,
     tile: tuple[int, int],
     graph_ids: tuple[tuple[int, int], tuple[int, int]],
-    inject_failure: tuple[int, int] | None = None,
-) -> tuple[tuple[int, int], float, int]:
-    """Compute tile ``(i, j)``, write it (and its mirror) into the store.
+) -> tuple[tuple[int, int], float, int, np.ndarray | None]:
+    """Compute tile ``(i, j)``, write it (and its mirror) into the store at ``store_path``.
 
-    Returns the tile, the seconds it took and the :func:`~gramdist.engine.store.tile_checksum`
-    of the values written, which the client records with the done-mask.
+    Returns the tile, the seconds it took, the :func:`~gramdist.engine.store.tile_checksum`
+    of the values written, which the client records with the done-mask, and the block itself
+    when ``store_path`` is None (a Gram assembled in memory) else None.
 
     Diagonal tiles of a symmetric Gram are symmetrised from their upper triangle so that the
     stored matrix is exactly symmetric. ``diag_rows``/``diag_cols`` given means normalise.
@@ -85,8 +85,6 @@ def tile_task(
     t0 = time.perf_counter()
     i, j = tile
     try:
-        if inject_failure == tile:
-            raise FloatingPointError("injected failure (testing hook)")
         block = np.asarray(kernel.pairwise(emb_rows, emb_cols, state), dtype=np.float64)
         expected = (len(emb_rows), len(emb_cols))
         if block.shape != expected:
@@ -106,6 +104,8 @@ def tile_task(
             f"tile ({i}, {j}) failed (row graphs {r0}..{r1}, column graphs {c0}..{c1}): "
             f"{type(exc).__name__}: {exc}"
         ) from exc
+    if store_path is None:
+        return tile, time.perf_counter() - t0, tile_checksum(block), block
     r0, r1 = grid.row_range(i)
     c0, c1 = grid.col_range(j)
     try:
@@ -116,4 +116,4 @@ def tile_task(
     except OSError as exc:  # a full disk, a store made read-only or removed mid-job
         raise TileError(f"tile ({i}, {j}): cannot write to the store {store_path}: "
                         f"{exc.strerror or exc}; rerun the job to resume once this is fixed") from None
-    return tile, time.perf_counter() - t0, tile_checksum(block)
+    return tile, time.perf_counter() - t0, tile_checksum(block), None

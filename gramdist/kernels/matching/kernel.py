@@ -49,7 +49,7 @@ of ``nca_graph_ids``). Cross-validating one Gram on graphs whose labels shaped `
 be optimistic (the paper learns ``A`` inside each training fold). The state therefore lists
 the ``graph_ids`` of exactly those graphs in its attribute ``supervised_graph_ids``, and
 ``gramdist evaluate`` keeps them in every training part and draws its test folds from the
-other graphs only (:mod:`gramdist.evaluate`): its figure is honest by default, provided the
+other graphs only (:mod:`gramdist.evaluation`): its figure is honest by default, provided the
 fit sample (``fit.sample_size``) or ``representation_size`` leaves graphs to test — the jobs
 fit on about half of each dataset. The other uses of the fit sample (label alphabets,
 representation set, scale normalisation) do not read class labels. ``nca: none`` (``A = I``)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.engine.store import open_gram, open_store, read_array
+from gramdist.engine.store import open_gram, open_store, read_graph_ids, read_kernel_attrs, read_labels
 from gramdist.errors import StoreError
 
 DEFAULT_C_GRID = tuple(10.0**k for k in range(-3, 4))
@@ -76,8 +76,7 @@ def supervised_graph_ids(stores: list[str]) -> np.ndarray:
     ids: list[int] = []
     for s in stores:
         root = open_store(s)
-        if "state" in root:
-            ids.extend(int(i) for i in root["state"].attrs.get("kernel_attrs", {}).get("supervised_graph_ids", []))
+        ids.extend(int(i) for i in read_kernel_attrs(root).get("supervised_graph_ids", []))
     return np.unique(np.asarray(ids, dtype=np.int64))
 
 
@@ -91,10 +90,10 @@ def check_compatible(stores: list[str]) -> tuple[np.ndarray, np.ndarray]:
             raise StoreError(f"{s}: incomplete store; rerun its job before evaluating")
         if not root.attrs.get("symmetric"):
             raise StoreError(f"{s}: rectangular (test x train) store; evaluate needs a square Gram")
-        y = read_array(root, "y", s, optional=True)  # not `"y" in root`: zarr's lookup can raise
+        y = read_labels(root, s)
         if y is None:
             raise StoreError(f"{s}: the dataset has no class labels")
-        ids = read_array(root, "graph_ids", s)
+        ids = read_graph_ids(root, s)
         checksum = root.attrs.get("dataset_checksum")
         if ref_y is None:
             ref_y, ref_ids, ref_sum = y, ids, checksum

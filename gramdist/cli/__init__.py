@@ -1,0 +1,47 @@
+"""The ``gramdist`` command line: one module per command, assembled here.
+
+Errors a user can fix (bad job, bad data, unusable store) print one line
+``gramdist: error: ...`` on stderr and exit with status 2; an interruption exits 130 and the
+job resumes when the same command is run again.
+
+A new command is a module of this package with ``register(subparsers)``, which adds its
+parser and sets ``func`` (the function run with the parsed arguments, returning the exit
+status), plus one entry in :data:`COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from gramdist.errors import GramdistError
+
+#: modules of this package, each registering its commands, in the order ``--help`` lists them
+COMMANDS = ("run", "store", "evaluate", "stream")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from gramdist import __version__
+
+    p = argparse.ArgumentParser(prog="gramdist", description="Distributed Gram matrices between graphs.")
+    p.add_argument("--version", action="version", version=f"gramdist {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"gramdist.cli.{name}").register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except GramdistError as exc:
+        print(f"gramdist: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the environment, not a bug: a full disk, a permission, a lost file
+        print(f"gramdist: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gramdist: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130

@@ -1,0 +1,5 @@
+import sys
+
+from gramdist.cli import main
+
+sys.exit(main())

@@ -1,0 +1,26 @@
+"""Arguments several commands share: ``--set`` overrides and the TLS flags."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_set_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a job key by dotted path; a,b,c makes a grid")
+
+
+def add_tls_arguments(p: argparse.ArgumentParser) -> None:
+    tls = p.add_argument_group("TLS (a scheduler started with --protocol tls; address tls://HOST:PORT)")
+    tls.add_argument("--tls-ca-file", metavar="PEM", help="CA certificate(s) the scheduler and workers are signed by")
+    tls.add_argument("--tls-cert", metavar="PEM", help="this client's certificate")
+    tls.add_argument("--tls-key", metavar="PEM", help="this client's private key (if not in --tls-cert)")
+
+
+def apply_tls_arguments(cluster: dict[str, Any], args: argparse.Namespace) -> None:
+    """Merge ``--tls-*`` flags into ``cluster.security`` (flags win over the job file)."""
+    flags = {"tls_ca_file": args.tls_ca_file, "tls_client_cert": args.tls_cert, "tls_client_key": args.tls_key}
+    flags = {k: v for k, v in flags.items() if v}
+    if flags:
+        cluster["security"] = {**(cluster.get("security") or {}), **flags}

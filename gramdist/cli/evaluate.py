@@ -1,0 +1,63 @@
+"""``gramdist evaluate STORE|FOLDER ...``: nested cross-validation of an SVM on Gram stores."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from gramdist.cli.common import add_tls_arguments, apply_tls_arguments
+from gramdist.errors import JobError
+
+
+def register(sub: Any) -> None:
+    ev = sub.add_parser("evaluate", help="nested cross-validation of an SVM on stores")
+    ev.add_argument("stores", nargs="+", help="stores, or folders of stores (a grid run's output)")
+    ev.add_argument("--folds", type=int, default=10)
+    ev.add_argument("--repeats", type=int, default=10)
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--inner-folds", type=int, default=5)
+    ev.add_argument("--c-min", type=int, default=-3, help="smallest C exponent (C = 10^k)")
+    ev.add_argument("--c-max", type=int, default=3, help="largest C exponent, e.g. 7 as some papers")
+    ev.add_argument("--scheduler", help="address of an existing Dask scheduler")
+    ev.add_argument("--workers", type=int, default=None, help="local worker processes (0: in-process)")
+    ev.add_argument("--json", action="store_true")
+    add_tls_arguments(ev)
+    ev.set_defaults(func=cmd_evaluate)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from gramdist.evaluation import evaluate
+
+    if args.c_min > args.c_max:
+        raise JobError("--c-min must not exceed --c-max")
+    c_grid = tuple(10.0**k for k in range(args.c_min, args.c_max + 1))
+    kwargs = dict(folds=args.folds, repeats=args.repeats, seed=args.seed,
+                  inner_folds=args.inner_folds, c_grid=c_grid)
+    if args.workers == 0 and not args.scheduler:
+        result = evaluate(args.stores, **kwargs)
+    else:
+        from gramdist.engine.cluster import connect
+
+        spec = {"n_workers": args.workers, "threads_per_worker": 1, "memory_limit": "auto"}
+        apply_tls_arguments(spec, args)
+        with connect(spec, args.scheduler) as client:
+            result = evaluate(args.stores, client=client, **kwargs)
+    if args.json:
+        print(json.dumps({k: result[k] for k in ("accuracy_mean", "accuracy_std", "folds", "repeats",
+                                                 "supervised_fit_graphs", "test_graphs")}
+                         | {"stores": result["stores"], "selections": result["selections"]}))
+    else:
+        print(f"accuracy: {result['accuracy_mean']:.2f} ± {result['accuracy_std']:.2f} % "
+              f"({result['repeats']} x {result['folds']}-fold nested CV, "
+              f"{len(result['stores'])} store(s), C in 10^{args.c_min}..10^{args.c_max})")
+        if result["supervised_fit_graphs"]:
+            print(f"tested on {result['test_graphs']} graphs: the {result['supervised_fit_graphs']} graphs whose "
+                  "labels the kernel fit used stay in every training part and are never tested")
+        chosen: dict[str, int] = {}
+        for sel in result["selections"]:
+            chosen[Path(sel["store"]).name] = chosen.get(Path(sel["store"]).name, 0) + 1
+        if len(result["stores"]) > 1:
+            print("selected stores: " + ", ".join(f"{k} x{v}" for k, v in sorted(chosen.items())))
+    return 0

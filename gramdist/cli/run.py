@@ -1,0 +1,43 @@
+"""``gramdist run JOB``: compute a job's Gram (or one store per grid setting) into Zarr."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from gramdist.cli.common import add_set_argument, add_tls_arguments, apply_tls_arguments
+
+
+def register(sub: Any) -> None:
+    run = sub.add_parser("run", help="compute the Gram matrix of a job into a Zarr store")
+    run.add_argument("job", help="job file (YAML)")
+    add_set_argument(run)
+    run.add_argument("--out", help="output store (a folder of stores for a grid)")
+    run.add_argument("--scheduler", help="address of an existing Dask scheduler (tcp://HOST:PORT)")
+    run.add_argument("--overwrite", action="store_true", help="replace a store made by a different job")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--json", action="store_true", help="print a JSON summary line on stdout")
+    add_tls_arguments(run)
+    run.set_defaults(func=cmd_run)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from gramdist.engine.runner import run_grid
+    from gramdist.jobs import load_job
+
+    job = load_job(args.job, args.overrides)
+    apply_tls_arguments(job["cluster"], args)
+    results = run_grid(job, out=args.out, scheduler=args.scheduler, overwrite=args.overwrite,
+                       progress=not args.quiet)
+    summaries = [_summary(result) | ({"setting": name} if name else {}) for name, result in results]
+    if args.json:
+        for s in summaries:
+            print(json.dumps(s))
+    return 0 if all(s["complete"] for s in summaries) else 1
+
+
+def _summary(result: Any) -> dict[str, Any]:
+    return {"store": result.store, "complete": result.complete, "tiles_total": result.tiles_total,
+            "tiles_computed": result.tiles_computed, "tiles_already_done": result.tiles_already_done,
+            "timings": {k: round(v, 4) for k, v in result.timings.items()}}

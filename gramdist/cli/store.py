@@ -1,0 +1,58 @@
+"""``gramdist info STORE`` and ``gramdist verify STORE``: describe and check a store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    info = sub.add_parser("info", help="describe a store")
+    info.add_argument("store")
+    info.add_argument("--json", action="store_true")
+    info.set_defaults(func=cmd_info)
+
+    verify = sub.add_parser("verify", help="check a store's tiles against the checksums recorded when written")
+    verify.add_argument("store")
+    verify.add_argument("--repair", action="store_true",
+                        help="unmark damaged tiles so that rerunning the job recomputes them")
+    verify.add_argument("--json", action="store_true")
+    verify.set_defaults(func=cmd_verify)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from gramdist.engine.store import store_info
+
+    info = store_info(args.store)
+    if args.json:
+        print(json.dumps(info))
+        return 0
+    k = info["kernel"] or {}
+    ds = info["dataset"] or {}
+    print(f"store:     {info['store']}")
+    print(f"status:    {'complete' if info['complete'] else 'INCOMPLETE'} "
+          f"({info['tiles_done']}/{info['tiles_total']} tiles of {info['tile_size']})")
+    print(f"shape:     {info['shape'][0]} x {info['shape'][1]} "
+          f"({'symmetric' if info['symmetric'] else 'test x train'})")
+    print(f"kernel:    {k.get('name')} {k.get('params')}")
+    print(f"dataset:   {ds.get('name')} ({ds.get('n_graphs')} graphs, checksum {ds.get('checksum')})")
+    if info["test_dataset"]:
+        td = info["test_dataset"]
+        print(f"test:      {td.get('name')} ({td.get('n_graphs')} graphs)")
+    print(f"fit:       {info['fit']}")
+    print(f"normalize: {info['normalize']}")
+    print(f"version:   {info['gramdist_version']}")
+    if info["stats"]:
+        print(f"timings:   {info['stats']}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Exit 0 when every written tile matches its checksum (or there are none to check), 1 when
+    some do not."""
+    from gramdist.engine.store import verify_store
+
+    report = verify_store(args.store, repair=args.repair)
+    print(json.dumps(report) if args.json else report["message"])
+    return 1 if report["damaged"] else 0

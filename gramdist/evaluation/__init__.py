@@ -1,0 +1,13 @@
+"""Evaluation of Gram stores: nested cross-validation of kernel machines.
+
+* ``nested_cv.py`` — :func:`evaluate`: repeated stratified k-fold nested CV of
+  ``SVC(kernel="precomputed")`` over one or several stores, selecting (store, C) in the
+  inner CV; outer folds run as tasks on a Dask cluster.
+
+Each protocol variant (another learner, a combination of stores, per-fold refits) is a module
+of its own here that reuses the fold machinery of ``nested_cv``.
+"""
+
+from gramdist.evaluation.nested_cv import evaluate, find_stores, outer_fold
+
+__all__ = ["evaluate", "find_stores", "outer_fold"]
