@@ -20,6 +20,7 @@ from gramdist.engine import steps
 from gramdist.engine import store as st
 from gramdist.engine.cluster import connect
 from gramdist.engine.executor import DaskExecutor, Executor
+from gramdist.engine.lock import StoreLock
 
 # re-exported: the fit sample is part of a run's contract (tests and the stream module use it)
 fit_sample_indices = steps.fit_sample_indices
@@ -100,6 +101,12 @@ def run_job(
     plan = steps.plan_job(job)
     path = store_path_for(job, out)
     steps.check_output_location(path, plan.grid.n_rows, plan.grid.n_cols)
+    with StoreLock(path, log=log):
+        return _run_locked(plan, job, path, scheduler, client, overwrite, progress, log, t_start)
+
+
+def _run_locked(plan: steps.GramPlan, job: dict[str, Any], path: str, scheduler: str | None, client: Any,
+                overwrite: bool, progress: steps.Progress, log: steps.Log, t_start: float) -> RunResult:
     root = steps.open_existing_store(plan, path, overwrite)
     if root is not None and root.attrs.get("complete") and st.mark_complete(root, plan.grid):
         n = len(plan.grid.tiles())
