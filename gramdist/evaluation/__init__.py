@@ -2,7 +2,10 @@
 
 * ``nested_cv.py`` — :func:`evaluate`: repeated stratified k-fold nested CV of
   ``SVC(kernel="precomputed")`` over one or several stores, selecting (store, C) in the
-  inner CV; outer folds run as tasks on a Dask cluster.
+  inner CV; outer folds run as tasks on a Dask cluster. Its two extension points:
+  :class:`~gramdist.evaluation.nested_cv.GramSource` (where a candidate's Gram blocks come
+  from: a store, a weighted sum of stores, a kernel refitted per fold) and
+  :class:`~gramdist.evaluation.nested_cv.Task` (what is learned and how it is scored).
 
 Each protocol variant (another learner, a combination of stores, per-fold refits) is a module
 of its own here that reuses the fold machinery of ``nested_cv``.

@@ -102,8 +102,66 @@ def check_compatible(stores: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return ref_y, ref_ids
 
 
+class GramSource:
+    """Where one candidate kernel's Gram blocks come from, for the folds of a nested CV.
+
+    ``blocks(train, test)`` returns ``K(train, train)`` and ``K(test, train)``. The base reads a
+    finished store (loaded once per process); other sources — a weighted sum of stores, a
+    kernel refitted on each outer training part — are subclasses in their own modules.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def gram(self) -> np.ndarray:
+        return _load(self.name)
+
+    def blocks(self, train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = self.gram()
+        return k[np.ix_(train, train)], k[np.ix_(test, train)]
+
+
+def as_source(candidate: str | GramSource) -> GramSource:
+    """A store path becomes the :class:`GramSource` reading it; a source is kept as is."""
+    return candidate if isinstance(candidate, GramSource) else GramSource(str(candidate))
+
+
+class Task:
+    """What the nested CV learns and how it scores: here classification by an SVC.
+
+    ``params`` are the regularisation values the inner CV chooses from (C for the SVC);
+    ``model(param)`` is an estimator taking a precomputed Gram; ``inner_score`` is maximised
+    by the selection; ``outer_scores`` are reported per outer fold (the first is the headline).
+    """
+
+    name = "classification"
+
+    def __init__(self, params: tuple[float, ...] = DEFAULT_C_GRID) -> None:
+        self.params = tuple(params)
+
+    def model(self, param: float) -> Any:
+        from sklearn.svm import SVC
+
+        return SVC(kernel="precomputed", C=param)
+
+    def splitter(self, n_splits: int, seed: int) -> Any:
+        from sklearn.model_selection import StratifiedKFold
+
+        return StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+
+    def max_splits(self, y: np.ndarray) -> int:
+        """The most folds ``y`` allows (each class in every fold)."""
+        return int(np.bincount(_codes(y)).min())
+
+    def inner_score(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
+        return float(np.mean(y_pred == y_true))
+
+    def outer_scores(self, y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
+        return {"accuracy": float(np.mean(y_pred == y_true))}
+
+
 def outer_fold(
-    stores: tuple[str, ...],
+    stores: tuple[str | GramSource, ...],
     y: np.ndarray,
     train: np.ndarray,
     test: np.ndarray,
@@ -111,38 +169,41 @@ def outer_fold(
     inner_folds: int,
     inner_seed: int,
     held: np.ndarray | None = None,
+    task: Task | None = None,
 ) -> dict[str, Any]:
     """Select (store, C) by inner CV on ``train``, refit, and score on ``test``.
 
-    ``held`` (bool, one per graph): graphs that stay in every inner training part and are
-    never used for inner validation (the supervised-fit graphs, see the module docstring).
+    ``stores`` are store paths or :class:`GramSource` objects; ``c_grid`` the values of the
+    task's regularisation parameter (C). ``held`` (bool, one per graph): graphs that stay in
+    every inner training part and are never used for inner validation (the supervised-fit
+    graphs, see the module docstring).
     """
-    from sklearn.model_selection import StratifiedKFold
-    from sklearn.svm import SVC
-
-    grams = [_load(s) for s in stores]
+    task = task or Task(c_grid)
+    sources = [as_source(s) for s in stores]
     y_tr = y[train]
     fixed = np.flatnonzero(held[train]) if held is not None else np.zeros(0, np.int64)
     free = np.setdiff1d(np.arange(len(train)), fixed)
-    n_splits = max(2, min(inner_folds, int(np.bincount(_codes(y_tr[free])).min())))
+    n_splits = max(2, min(inner_folds, task.max_splits(y_tr[free])))
     inner = [(np.sort(np.concatenate([fixed, free[a]])), free[b]) for a, b in
-             StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=inner_seed).split(free, y_tr[free])]
-    best = (-1.0, 0, c_grid[0])
-    for s, k in enumerate(grams):
-        k_tr = k[np.ix_(train, train)]
+             task.splitter(n_splits, inner_seed).split(free, y_tr[free])]
+    best = (-np.inf, 0, c_grid[0])
+    for s, source in enumerate(sources):
+        k_tr, _ = source.blocks(train, test)
         for c in c_grid:
-            accs = []
+            scores = []
             for itr, ite in inner:
-                clf = SVC(kernel="precomputed", C=c).fit(k_tr[np.ix_(itr, itr)], y_tr[itr])
-                accs.append(np.mean(clf.predict(k_tr[np.ix_(ite, itr)]) == y_tr[ite]))
-            score = float(np.mean(accs))
+                model = task.model(c).fit(k_tr[np.ix_(itr, itr)], y_tr[itr])
+                scores.append(task.inner_score(y_tr[ite], model.predict(k_tr[np.ix_(ite, itr)])))
+            score = float(np.mean(scores))
             if score > best[0] + 1e-12:
                 best = (score, s, c)
     _, s, c = best
-    k = grams[s]
-    clf = SVC(kernel="precomputed", C=c).fit(k[np.ix_(train, train)], y_tr)
-    acc = float(np.mean(clf.predict(k[np.ix_(test, train)]) == y[test]))
-    return {"accuracy": acc, "store": stores[s], "C": c, "inner_accuracy": best[0]}
+    k_tr, k_te = sources[s].blocks(train, test)
+    model = task.model(c).fit(k_tr, y_tr)
+    scores = task.outer_scores(y[test], model.predict(k_te))
+    headline = next(iter(scores))
+    return {**scores, "score": scores[headline], "store": sources[s].name, "C": c, "inner_accuracy": best[0],
+            "inner_score": best[0]}
 
 
 def _codes(y: np.ndarray) -> np.ndarray:
