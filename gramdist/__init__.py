@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from gramdist._version import __version__
 from gramdist.errors import DatasetError, GramdistError, JobError, StoreError, TileError
 from gramdist.graphs import Graph, GraphBatch
-
-__version__ = "0.1.0"
 
 
 def open_gram(store: str, *, as_dask: bool = False, allow_incomplete: bool = False):

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-import gramdist
+from gramdist._version import __version__
 from gramdist.engine import store as st
 from gramdist.engine import tasks
 from gramdist.engine.executor import Executor
@@ -99,7 +99,7 @@ def plan_gram(kernel: GraphKernel, cols: GraphBatch, rows: GraphBatch | None = N
         raise JobError("the test dataset has no graphs")
     grid = st.TileGrid(len(rows), len(cols), int(tile_size), symmetric)
     attrs = {
-        "gramdist_version": gramdist.__version__,
+        "gramdist_version": __version__,
         "kernel": {"name": kernel.name, "params": kernel.get_params()},
         "dataset": _dataset_attrs(dataset_spec, cols),
         "dataset_checksum": cols.checksum(),
