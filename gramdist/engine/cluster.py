@@ -33,6 +33,11 @@ def make_security(spec: dict[str, Any] | None) -> Any:
     for key in ("tls_ca_file", "tls_client_cert", "tls_client_key"):
         if key in spec and not os.path.exists(spec[key]):
             raise JobError(f"cluster.security.{key}: file not found: {spec[key]}")
+    if bool(spec.get("tls_ca_file")) != bool(spec.get("tls_client_cert")):
+        # distributed would fail later with a TypeError about a missing ssl_context
+        raise JobError("cluster.security: TLS needs both the CA (tls_ca_file, --tls-ca-file) and this client's "
+                       "certificate (tls_client_cert, --tls-cert; --tls-dir gives both): Dask's TLS is mutual, "
+                       "the scheduler refuses clients without a certificate its CA signed")
     return Security(
         tls_ca_file=spec.get("tls_ca_file"),
         tls_client_cert=spec.get("tls_client_cert"),
@@ -67,8 +72,8 @@ def _config_client_tls() -> bool:
     """Whether Dask's own configuration gives this process a client certificate and a CA
     (``DASK_DISTRIBUTED__COMM__TLS__CA_FILE``, ``..._TLS__CLIENT__CERT``, e.g. from a
     Kubernetes secret); ``distributed.Client`` uses them when no ``security`` is passed."""
-    tls = dask.config.get("distributed.comm.tls", default={}) or {}
-    return bool(tls.get("ca-file") and (tls.get("client") or {}).get("cert"))
+    return bool(dask.config.get("distributed.comm.tls.ca-file", default=None)
+                and dask.config.get("distributed.comm.tls.client.cert", default=None))
 
 
 def _check_scheme(address: str, security: Any) -> None:
