@@ -1183,4 +1183,4 @@ def test_deploy_readme_commands_are_valid():
             assert_flags_known(words[2:], words[1])
             seen.add(words[1])
         assert words[0] not in ("dask-scheduler", "dask-worker"), cmd
-    assert {"run", "info", "scheduler", "worker"} <= seen
+    assert {"run", "submit", "status", "cancel", "certs", "info", "scheduler", "worker"} <= seen

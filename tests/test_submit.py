@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from distributed import Client, LocalCluster
 from test_deploy import (
     GRAMDIST,
     ROOT,
@@ -174,20 +175,24 @@ def test_orchestrator_worker_killed_job_continues_on_another_worker(job_and_loca
     try:
         cluster.start()
         out = tmp_path / "killed.zarr"
-        job_id = submit_cli(job, out, cluster.address)["job_id"]
-        held_mid_run(cluster, out)
-        before = job_status(out)
-        victim = before.orchestrator["name"]
-        done_at_kill = store_info(out)["tiles_done"]
+        # the done-mask saved every 0.2 s: part of it is on disk when the orchestrator dies
+        job_id = submit_cli(job, out, cluster.address, "--set", "gram.checkpoint_seconds=0.2")["job_id"]
+        held_mid_run(cluster, out, fraction=0.4)
+        victim = job_status(out).orchestrator["name"]
         cluster.kill_worker(victim)
         t_kill = time.perf_counter()
+        time.sleep(1)
+        done_at_kill = store_info(out)["tiles_done"]  # what the dead orchestrator had saved
+        assert 0 < done_at_kill < TILES
         cluster.release()
         final = wait_until(out, ("complete", "failed", "cancelled"), timeout=180)
         assert final.state == "complete", final.summary()
         after = read_record(out)
         record("orchestrator_worker_killed", tiles_total=TILES, tiles_in_mask_at_kill=done_at_kill,
-               completed_s_after_kill=round(time.perf_counter() - t_kill, 2), restarts=after["restarts"])
+               completed_s_after_kill=round(time.perf_counter() - t_kill, 2), restarts=after["restarts"],
+               restarted_computed=after["progress"]["computed"], messages=after["messages"][-4:])
         assert after["job_id"] == job_id and after["restarts"] == 1
+        assert after["progress"]["computed"] == TILES - done_at_kill  # resumed from the done-mask
         assert after["orchestrator"]["name"] != victim
         assert any("orchestrator restarted on worker" in m for m in after["messages"]), after["messages"]
         assert any("took over the lock" in m for m in after["messages"]), after["messages"]
@@ -214,7 +219,9 @@ def test_scheduler_restarted_status_stopped_and_submitting_again_resumes(job_and
         r = run_cli("status", str(out), "--json")
         shown = json.loads(r.stdout)
         assert shown["state"] == "stopped" and shown["job_id"] == first, shown
-        assert "scheduler" in shown["reason"] or "orchestrator" in shown["reason"], shown["reason"]
+        assert ("lost the connection to its scheduler" in shown["reason"]
+                or "its orchestrator" in shown["reason"]), shown["reason"]  # whichever was first
+        assert "submit the job again" in shown["reason"]
         done = store_info(out)["tiles_done"]
         assert 0 < done < TILES
         cluster.release()
@@ -277,36 +284,47 @@ def test_cancel_by_store_and_by_id_then_resume_from_python(cluster, job_and_loca
 
 
 # ----------------------------------------------------------------------------- refusals
-def test_submit_refuses_a_store_the_workers_cannot_write(tmp_path):
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """`gramdist ARGS` in this process: (exit status, stdout, stderr)."""
+    from gramdist.cli import main
+
+    rc = main(list(args))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def error_line(capsys, *args: str) -> str:
+    rc, _, err = cli(capsys, *args)
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("gramdist: error: "), (rc, err)
+    return err.strip()
+
+
+def test_submit_refuses_a_store_the_workers_cannot_write(tmp_path, capsys):
     """The store location is checked from every worker before anything is submitted: a path
     no worker can write is one line, exit 2, naming the worker's host."""
-    from distributed import LocalCluster
-
     job = synthetic_job(tmp_path / "job.yaml", n_graphs=20)
     blocked = tmp_path / "ro"
     blocked.mkdir()
     blocked.chmod(0o500)
+    target = "/proc/gramdist/x.zarr" if os.geteuid() == 0 else str(blocked / "sub" / "x.zarr")
     with LocalCluster(n_workers=1, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=":0",
                       silence_logs=logging.ERROR) as lc:
         try:
-            target = "/proc/gramdist/x.zarr" if os.geteuid() == 0 else str(blocked / "sub" / "x.zarr")
-            line = one_error_line(run_cli("submit", str(job), "--scheduler", lc.scheduler_address, "--out", target))
+            line = error_line(capsys, "submit", str(job), "--scheduler", lc.scheduler_address, "--out", target)
         finally:
             blocked.chmod(0o700)
     assert "cannot be written from 1 of 1 workers" in line and "file system the workers share" in line, line
-    assert not list(Path(target).parent.parent.glob("*.job.json"))
+    assert not list(tmp_path.rglob("*.job.json"))
 
 
-def test_submit_needs_a_lasting_scheduler(tmp_path):
+def test_submit_needs_a_lasting_scheduler(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
     job = synthetic_job(tmp_path / "job.yaml", n_graphs=20)
-    env = {k: v for k, v in os.environ.items() if k != "DASK_SCHEDULER_ADDRESS"}
-    line = one_error_line(run_cli("submit", str(job), env=env))
-    assert "needs a running Dask scheduler that outlives this process" in line
+    assert "needs a running Dask scheduler that outlives this process" in error_line(capsys, "submit", str(job))
     jq = synthetic_job(tmp_path / "jq.yaml", n_graphs=20, extra="cluster: {jobqueue: {kind: slurm, cores: 1, memory: 1GB}}\n")
-    line = one_error_line(run_cli("submit", str(jq), env=env))
+    line = error_line(capsys, "submit", str(jq))
     assert "cluster.jobqueue starts the Dask scheduler inside this process" in line and "dask-cluster.slurm" in line
-    line = one_error_line(run_cli("submit", str(job), "--scheduler-file", str(tmp_path / "none.json")))
-    assert "not found" in line
+    assert "not found" in error_line(capsys, "submit", str(job), "--scheduler-file", str(tmp_path / "none.json"))
 
 
 # ----------------------------------------------------------------------------- status from files
@@ -343,22 +361,31 @@ def test_status_says_stopped_when_the_orchestrator_is_gone():
         assert status_from_record(_record(state=state, heartbeat=0), "/x").state == state
 
 
-def test_status_of_stores_no_job_was_submitted_to(tmp_path):
+def test_status_of_stores_no_job_was_submitted_to(tmp_path, capsys):
     """Complete, stopped (incomplete, nobody writing it), written by a `gramdist run` (its
     lock), and no store at all: one line, exit 2."""
     from gramdist.engine.lock import StoreLock
+    from gramdist.engine.runner import run_job
+    from gramdist.engine.store import open_store, write_done_mask
+    from gramdist.jobs import load_job
 
     job = synthetic_job(tmp_path / "j.yaml", n_graphs=30)
     out = tmp_path / "plain.zarr"
-    assert run_cli("run", str(job), "--out", str(out), "--quiet", "--set", "cluster.n_workers=1").returncode == 0
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0", silence_logs=logging.ERROR) as lc, \
+            Client(lc) as client:
+        assert run_job(load_job(job), out=str(out), client=client, progress=False).complete
     assert job_status(out).state == "complete"
-    assert "state:        complete" in run_cli("status", str(out)).stdout
+    rc, text, _ = cli(capsys, "status", str(out))
+    assert rc == 0 and "state:        complete" in text and "tiles:        3/3 (100.0 %)" in text, text
     with StoreLock(out):
         s = job_status(out)
         assert s.state == "running" and "written by `gramdist run`" in s.reason
-        assert "no submitted job writes it" in one_error_line(run_cli("cancel", str(out)))
-    line = one_error_line(run_cli("status", str(tmp_path / "none.zarr")))
-    assert "no such store, and no job submitted to it" in line
+        assert "no submitted job writes it" in error_line(capsys, "cancel", str(out))
+    root = open_store(out, mode="r+")
+    write_done_mask(root, np.zeros((2, 2), dtype=bool))
+    s = job_status(out)
+    assert s.state == "stopped" and s.tiles_done == 0 and "run or submit its job again" in s.reason
+    assert "no such store, and no job submitted to it" in error_line(capsys, "status", str(tmp_path / "none.zarr"))
 
 
 # ----------------------------------------------------------------------------- plain TCP warning

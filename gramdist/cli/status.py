@@ -16,6 +16,9 @@ from gramdist.cli.common import (
 )
 from gramdist.errors import JobError
 
+#: what a running job is doing, by the phase its record names
+PHASES = {"preparing": "reading its graphs", "computing": "fitting and embedding", "tiles": "computing tiles"}
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("status", help="state, progress and ETA of a submitted job (or of a store)",
@@ -61,7 +64,7 @@ def describe(status: Any) -> list[str]:
     if status.since:
         state += f" since {_clock(status.since)} ({format_duration(time.time() - status.since)} ago)"
     if status.phase:
-        state += f", {status.phase}"
+        state += f": {PHASES.get(status.phase, status.phase)}"
     lines.append(f"state:        {state}")
     if status.reason:
         lines.append(f"why:          {status.reason}")
@@ -104,7 +107,7 @@ def _watch(store: str, interval: float) -> int:
             if status.tiles_total and bar.total != status.tiles_total:
                 bar.total = status.tiles_total
             bar.n = status.tiles_done or 0
-            bar.set_description(status.state + (f" ({status.phase})" if status.phase else ""), refresh=False)
+            bar.set_description(PHASES.get(status.phase or "", status.state), refresh=False)
             bar.refresh()
     finally:
         bar.close()

@@ -366,7 +366,8 @@ def claim_stores(path: str, stores: list[tuple[str, str]], record: dict[str, Any
 
 def busy_message(store: str, held: dict[str, Any]) -> str:
     if held.get("job_id"):
-        return (f"{store}: being written by job {held['job_id']} ({store_lock.describe(held)}); "
+        where = store_lock.describe({**held, "job_id": None})  # host, process, since
+        return (f"{store}: being written by job {held['job_id']} ({where}); "
                 f"follow it with `gramdist status {store}`, stop it with `gramdist cancel {store}`")
     return (f"{store}: being written by another run ({store_lock.describe(held)}); wait for it, or stop it "
             f"(its lock {store_lock.lock_path(store).name} is freed when it ends)")
@@ -522,7 +523,8 @@ class _Orchestrator:
             return self.finish("complete") if complete else self.finish("cancelled", reason=str(exc))
         except BaseException as exc:
             if self._scheduler_lost(exc):
-                self.finish("stopped", reason=f"lost its scheduler ({type(exc).__name__}: {exc}); "
+                logger.warning("gramdist job %s: lost its scheduler: %s: %s", self.job_id, type(exc).__name__, exc)
+                self.finish("stopped", reason=f"lost the connection to its scheduler {self.client.scheduler.address}; "
                                               "submit the job again to resume")
             elif isinstance(exc, GramdistError | OSError):
                 self.finish("failed", error=str(exc))
