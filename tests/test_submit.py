@@ -36,6 +36,7 @@ from test_faults import record
 from tilegate import preload_env
 
 import gramdist
+import gramdist.jobs
 from gramdist.engine import detached
 from gramdist.engine.cluster import plain_tcp_warning, warn_plain_tcp
 from gramdist.engine.detached import job_status, read_record, status_from_record
@@ -281,6 +282,27 @@ def test_cancel_by_store_and_by_id_then_resume_from_python(cluster, job_and_loca
     last = gramdist.submit(str(job), out=str(out), scheduler=cluster.address)
     assert last.wait(timeout=180).state == "complete"
     assert np.array_equal(open_gram(out)[0], local)
+
+
+def test_submitted_grid_writes_one_store_per_setting(cluster, tmp_path, capsys):
+    """A grid job submitted once: one orchestrator runs its settings in turn (run_grid), the
+    record beside the folder follows all of them, and a setting's store leads to it."""
+    from test_deploy import reference_gram
+
+    job = synthetic_job(tmp_path / "grid.yaml", n_graphs=40, tile=10)
+    folder = tmp_path / "grid"
+    handle = gramdist.submit(gramdist.jobs.load_job(job, ["kernel.h=1,2"]), out=str(folder),
+                             scheduler=cluster.address)
+    final = handle.wait(timeout=180)
+    assert final.state == "complete" and final.tiles_done == final.tiles_total == 2 * 10
+    assert [(s["name"], s["complete"]) for s in final.settings] == [("h-1", True), ("h-2", True)]
+    setting = job_status(folder / "h-2.zarr")
+    assert setting.job_id == handle.job_id and setting.store == str(folder)
+    rc, text, _ = cli(capsys, "status", str(folder))
+    assert rc == 0 and "h-1: 10/10 complete" in text and "h-2: 10/10 complete" in text, text
+    for h in (1, 2):
+        ref = reference_gram(synthetic_job(tmp_path / f"h{h}.yaml", n_graphs=40, tile=10, h=h))
+        assert np.array_equal(open_gram(folder / f"h-{h}.zarr")[0], ref)
 
 
 # ----------------------------------------------------------------------------- refusals
