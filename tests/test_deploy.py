@@ -591,7 +591,7 @@ def test_helm_tls_commands_start_real_processes(tmp_path):
         r = run_cli("status", "--scheduler", addr, env=env)
         assert r.returncode == 0 and "no gramdist jobs" in r.stdout, r.stderr[-2000:]
         assert all(a.startswith("tls://") for a in workers_seen_with_env(addr, env))
-        assert "certificate required" in refusal_without_certificate(addr, certs / "ca.pem").lower()
+        refusal_without_certificate(addr, certs / "ca.pem")
     finally:
         cluster.close()
 
@@ -871,7 +871,7 @@ def test_slurm_cluster_script_runs_submitted_jobs_over_tls(tmp_path):
         assert np.array_equal(open_gram(out)[0], reference_gram(job))
         listed = run_cli("status", "--scheduler-file", str(sched_file), "--tls-dir", str(certs), "--json")
         assert [json.loads(ln)["state"] for ln in listed.stdout.splitlines()] == ["complete"], listed.stderr
-        assert "certificate required" in refusal_without_certificate(address, certs / "ca.pem").lower()
+        refusal_without_certificate(address, certs / "ca.pem")
     finally:
         _killpg(proc, signal.SIGTERM)
         try:
@@ -1054,7 +1054,8 @@ def test_tls_job_runs_and_other_clients_are_refused(tmp_path):
 
 def refusal_without_certificate(address: str, ca: Path) -> str:
     """Connect to a TLS scheduler as a client that trusts its CA but has no certificate of its
-    own; return the error the server's refusal raises (the test fails if it lets it in)."""
+    own; return the error the server's refusal raises (an alert, "certificate required", or the
+    connection closed, depending on timing); fail if the server answers."""
     import socket
     import ssl
 
@@ -1145,14 +1146,13 @@ def test_compose_tls_commands_run_a_submitted_job_and_refuse_clients_without_cer
         listed = run_cli("status", "--scheduler", addr, "--tls-dir", str(certs))
         assert listed.returncode == 0 and last_json(r.stdout)["job_id"] in listed.stdout, listed.stderr
 
-        refused = refusal_without_certificate(addr, certs / "ca.pem")
+        refusal_without_certificate(addr, certs / "ca.pem")
         line = one_error_line(run_cli("status", "--scheduler", addr, "--tls-ca-file", str(certs / "ca.pem")))
         assert "Dask's TLS is mutual" in line, line
         plain = one_error_line(run_cli("submit", str(job), "--scheduler", addr.replace("tls://", "tcp://"),
                                        "--out", str(shared / "plain.zarr")))
         assert "cannot connect to the Dask scheduler" in plain
         assert not (shared / "plain.zarr").exists()
-        assert "certificate required" in refused.lower() or "ConnectionResetError" in refused, refused
     finally:
         cluster.close()
 

@@ -48,12 +48,16 @@ TILES = 136
 
 @pytest.fixture(scope="module")
 def job_and_local(tmp_path_factory):
-    """(job file, the Gram of a local `gramdist run` of it)."""
+    """(job file, the Gram of a local run of it: `gramdist run`'s run_job on an in-process cluster)."""
+    from gramdist.engine.runner import run_job
+    from gramdist.jobs import load_job
+
     folder = tmp_path_factory.mktemp("submitjob")
     job = synthetic_job(folder / "detached.yaml", n_graphs=N_GRAPHS, tile=TILE, seed=13)
     out = folder / "local.zarr"
-    r = run_cli("run", str(job), "--out", str(out), "--quiet", "--set", "cluster.n_workers=1")
-    assert r.returncode == 0, r.stderr[-3000:]
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0", silence_logs=logging.ERROR) as lc, \
+            Client(lc) as client:
+        assert run_job(load_job(job), out=str(out), client=client, progress=False).complete
     return job, open_gram(out)[0]
 
 
@@ -402,7 +406,7 @@ def test_status_of_stores_no_job_was_submitted_to(tmp_path, capsys):
     with StoreLock(out):
         s = job_status(out)
         assert s.state == "running" and "written by `gramdist run`" in s.reason
-        assert "no submitted job writes it" in error_line(capsys, "cancel", str(out))
+        assert "only submitted jobs can be cancelled" in error_line(capsys, "cancel", str(out))
     root = open_store(out, mode="r+")
     write_done_mask(root, np.zeros((2, 2), dtype=bool))
     s = job_status(out)

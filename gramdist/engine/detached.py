@@ -386,7 +386,7 @@ class _Orchestrator:
     """The orchestration of one detached job on a worker: the run, its record, its cancel checks."""
 
     def __init__(self, job: dict[str, Any], path: str, job_id: str, client: Any, worker: Any) -> None:
-        self.job, self.path, self.job_id, self.client = job, path, job_id, client
+        self.job, self.path, self.job_id, self.client, self.worker = job, path, job_id, client, worker
         self.stores = [s for _, s in job_stores(job, path)]
         self.me = {"host": socket.gethostname(), "pid": os.getpid(), "worker": worker.address,
                    "name": str(worker.name)}
@@ -473,15 +473,20 @@ class _Orchestrator:
                 return str(request.get("by") if isinstance(request, dict) else "a cancel request")
         return None
 
-    def _scheduler_lost(self, exc: BaseException) -> bool:
-        from concurrent.futures import CancelledError
+    def _worker_closing(self) -> bool:
+        return getattr(getattr(self.worker, "status", None), "name", "running") not in ("running", "paused")
 
+    def _scheduler_lost(self, exc: BaseException | None) -> bool:
+        """Whether ``exc`` comes from losing the scheduler (its futures cancelled for that reason,
+        or a closed connection)."""
+        from distributed.client import FutureCancelledError
         from distributed.comm.core import CommClosedError
 
-        if getattr(self.client, "status", "running") != "running":
-            return True
         while exc is not None:
-            if isinstance(exc, CancelledError | CommClosedError):
+            if isinstance(exc, CommClosedError):
+                return True
+            if isinstance(exc, FutureCancelledError) and exc.reason in ("scheduler-connection-lost",
+                                                                        "scheduler-restart"):
                 return True
             exc = exc.__cause__ or exc.__context__
         return False
@@ -494,9 +499,10 @@ class _Orchestrator:
             self._publish({"job_id": self.job_id, "state": "failed", "since": time.time(),
                            "error": f"{self.path}: claimed by job {record and record.get('job_id')} before this one started"})
             return "failed"
-        if record.get("state") in TERMINAL:  # cancelled while queued
-            return str(record["state"])
-        restarted = record.get("state") != "queued"
+        if record.get("state") == "cancelled":  # while queued, or while Dask was restarting it
+            self._publish(record)
+            return "cancelled"
+        restarted = record.get("state") != "queued"  # an earlier orchestrator of this job started
         who = self.cancel_requested()
         if who:
             return self.finish("cancelled", reason=f"cancelled by {who} before it started")
@@ -522,10 +528,14 @@ class _Orchestrator:
             complete = all((_store_progress(s) or {}).get("complete") for s in self.stores)
             return self.finish("complete") if complete else self.finish("cancelled", reason=str(exc))
         except BaseException as exc:
-            if self._scheduler_lost(exc):
+            if self._scheduler_lost(exc) or (not self._worker_closing()
+                                             and getattr(self.client, "status", "running") != "running"):
                 logger.warning("gramdist job %s: lost its scheduler: %s: %s", self.job_id, type(exc).__name__, exc)
                 self.finish("stopped", reason=f"lost the connection to its scheduler {self.client.scheduler.address}; "
                                               "submit the job again to resume")
+            elif self._worker_closing():
+                self.finish("stopped", reason=f"its worker {self.me['name']} closed; if its scheduler still runs, "
+                                              "Dask starts the orchestrator again on another worker")
             elif isinstance(exc, GramdistError | OSError):
                 self.finish("failed", error=str(exc))
             elif isinstance(exc, Exception):
@@ -734,61 +744,74 @@ def cancel(target: str, *, scheduler: str | None = None, cluster: dict[str, Any]
     """Stop the job writing the store ``target`` (or the job with id ``target``) cleanly.
 
     The request goes beside the store (when this machine sees it) and to the job's scheduler
-    (when reachable: ``scheduler``/``client``, else the one recorded). The orchestrator stops when
-    its next tile finishes, saving its done-mask: the tiles written stay valid, and submitting
-    or running the job again resumes from them. A job that no longer runs is marked cancelled
-    at once. Returns the status after at most ``wait`` seconds (still running, with
-    ``cancel_requested``, if the job did not stop in that time).
+    (when reachable: ``client``, ``scheduler`` with the TLS settings of ``cluster``, else the
+    scheduler the record names). The orchestrator stops when its next tile finishes, saving its
+    done-mask: the tiles written stay valid, and submitting or running the job again resumes
+    from them. A job that no longer runs is marked cancelled at once. Returns the status after
+    at most ``wait`` seconds (still running, with ``cancel_requested``, if it has not stopped).
     """
-    cluster = cluster or {}
-    record = read_record(target)
-    if record is None and Path(target).exists():
-        status = job_status(target)  # a setting of a grid, or a store no job was submitted to
-        if status.job_id is None:
-            raise JobError(f"{target}: no submitted job writes it ({status.summary()})")
-        if not read_record(status.store):
-            raise JobError(f"{target}: written by {status.reason}; only submitted jobs can be cancelled")
-        target, record = status.store, read_record(status.store)
-    by = _who()
+    store, record = _submitted_store(target)
     job_id = record["job_id"] if record else target
-    store = target if record else None
     address = scheduler or (record or {}).get("scheduler")
-    reached = False
-    if store is not None:
-        if job_status(store).finished:
-            return job_status(store)
-        _write_json(cancel_path(store), {"job_id": job_id, "by": by, "requested": time.time()})
-    try:
-        with (contextlib.nullcontext(client) if client is not None
-              else connect(cluster, address, timeout="5s") if address else contextlib.nullcontext(None)) as c:
-            if c is not None:
+    request = {"job_id": job_id, "by": _who(), "requested": time.time()}
+    with contextlib.ExitStack() as stack:
+        c = client
+        if c is None and address:
+            try:
+                c = stack.enter_context(connect(cluster or {}, address, timeout="5s"))
+            except GramdistError:
                 if store is None:
-                    status = scheduler_status(c, job_id)
-                    store = status.store if record_path(status.store).exists() else None
-                    if status.finished:
-                        return status
-                c.set_metadata([CANCEL_META, job_id], {"by": by, "requested": time.time()})
-                reached = True
-    except GramdistError:
-        if store is None:
-            raise
-    if store is not None:
-        status = job_status(store)
-        if status.state in ("queued", "stopped"):  # nobody to stop it: record the cancel now
-            current = read_record(store) or {}
-            if current.get("job_id") == job_id:
-                current.update(state="cancelled", since=time.time(), reason=f"cancelled by {by} while {status.state}")
-                _write_json(record_path(store), current)
-    deadline = time.monotonic() + wait
-    while True:
-        if store is not None:
-            status = job_status(store)
-        else:
-            with connect(cluster, address, timeout="10s") as c:
-                status = scheduler_status(c, job_id)
-        status.cancel_requested = True
-        if status.finished or time.monotonic() > deadline:
-            if not reached and not status.finished:
-                status.reason = (status.reason or "") + " (its scheduler could not be reached; the request waits beside the store)"
+                    raise
+        if c is None and store is None:
+            raise JobError(f"{target}: neither a store with a submitted job nor, without --scheduler "
+                           "(or $DASK_SCHEDULER_ADDRESS), a job id that can be looked up")
+
+        def current() -> JobStatus:
+            return job_status(store) if store is not None else scheduler_status(c, job_id)
+
+        if store is None and record_path(found := scheduler_status(c, job_id).store).exists():
+            store = found
+        status = current()
+        if status.finished:
             return status
-        time.sleep(0.5)
+        if store is not None:
+            _write_json(cancel_path(store), request)
+            if status.state == "queued":  # nobody runs it yet: record the cancel now
+                _mark_cancelled(store, job_id, f"cancelled by {request['by']} while queued")
+        if c is not None:
+            c.set_metadata([CANCEL_META, job_id], request)
+        deadline = time.monotonic() + wait
+        while True:
+            status = current()
+            status.cancel_requested = True
+            if status.state == "stopped" and store is not None:  # its orchestrator is gone
+                _mark_cancelled(store, job_id, f"cancelled by {request['by']} while stopped ({status.reason})")
+                status = current()
+            if status.finished or time.monotonic() > deadline:
+                if c is None and not status.finished:
+                    status.reason = "its scheduler could not be reached; the request waits beside the store"
+                return status
+            time.sleep(0.5)
+
+
+def _submitted_store(target: str) -> tuple[str | None, dict[str, Any] | None]:
+    """``(store, record)`` of the submitted job writing ``target`` (a store, a grid's folder or
+    one of its stores), or ``(None, None)`` when ``target`` is not a path (a job id)."""
+    record = read_record(target)
+    if record is not None:
+        return target, record
+    if not Path(target).exists():
+        return None, None
+    status = job_status(target)  # a setting of a grid, or a store no job was submitted to
+    record = read_record(status.store) if status.job_id else None
+    if record is None:
+        raise JobError(f"{target}: no submitted job writes it ({status.summary()}); "
+                       "only submitted jobs can be cancelled")
+    return status.store, record
+
+
+def _mark_cancelled(store: str, job_id: str, reason: str) -> None:
+    record = read_record(store) or {}
+    if record.get("job_id") == job_id and record.get("state") not in TERMINAL:
+        record.update(state="cancelled", since=time.time(), phase=None, reason=reason)
+        _write_json(record_path(store), record)
