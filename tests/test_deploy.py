@@ -15,9 +15,7 @@ certificate are refused.
 
 from __future__ import annotations
 
-import datetime
 import importlib.util
-import ipaddress
 import json
 import logging
 import os
@@ -835,6 +833,16 @@ def _cluster_script_env(tmp_path: Path, fake: str, body: str) -> dict[str, str]:
             "GRAMDIST_WORKER_MEMORY": "1GiB", "TMPDIR": str(tmp_path)}
 
 
+def stop_session(proc: subprocess.Popen) -> None:
+    """SIGTERM a process's whole session (SIGKILL if it lingers), and reap it."""
+    _killpg(proc, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        _killpg(proc, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
 def _start_cluster_script(script: str, env: dict[str, str], scheduler_file: Path, log: Path) -> subprocess.Popen:
     with open(log, "wb") as f:
         proc = subprocess.Popen(["bash", str(DEPLOY / "hpc" / script)], stdout=f, stderr=subprocess.STDOUT,
@@ -873,12 +881,7 @@ def test_slurm_cluster_script_runs_submitted_jobs_over_tls(tmp_path):
         assert [json.loads(ln)["state"] for ln in listed.stdout.splitlines()] == ["complete"], listed.stderr
         refusal_without_certificate(address, certs / "ca.pem")
     finally:
-        _killpg(proc, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            _killpg(proc, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_session(proc)
 
 
 def test_pbs_cluster_script_starts_a_tls_cluster(tmp_path):
@@ -900,12 +903,7 @@ def test_pbs_cluster_script_starts_a_tls_cluster(tmp_path):
             c.wait_for_workers(2, timeout=90)
             assert all(a.startswith("tls://127.0.0.1:") for a in c.scheduler_info(n_workers=-1)["workers"])
     finally:
-        _killpg(proc, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            _killpg(proc, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop_session(proc)
 
 
 def test_tile_window_grows_when_workers_join_late(tmp_path, monkeypatch):
@@ -941,62 +939,14 @@ def test_tile_window_grows_when_workers_join_late(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- TLS
 def make_certificates(folder: Path) -> dict[str, Path]:
-    """A CA, scheduler/worker/client certificates it signs, and an intruder signed by another CA."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    """A CA and the scheduler/worker/client certificates it signs (`gramdist certs`), and an
+    intruder whose certificate another CA signed."""
+    from gramdist.engine.certs import write_certificates
 
-    folder.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC)
-    files: dict[str, Path] = {}
-
-    def write(name: str, cert: Any, key: Any) -> None:
-        files[f"{name}.pem"] = folder / f"{name}.pem"
-        files[f"{name}.key"] = folder / f"{name}.key"
-        files[f"{name}.pem"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        files[f"{name}.key"].write_bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-        files[f"{name}.key"].chmod(0o600)
-
-    def ca(cn: str) -> tuple[Any, Any]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-        cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5))
-                .not_valid_after(now + datetime.timedelta(days=1))
-                .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-                .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                             content_commitment=False, key_encipherment=False,
-                                             data_encipherment=False, key_agreement=False,
-                                             encipher_only=False, decipher_only=False), critical=True)
-                .sign(key, hashes.SHA256()))
-        return cert, key
-
-    def leaf(cn: str, issuer: tuple[Any, Any]) -> tuple[Any, Any]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = (x509.CertificateBuilder()
-                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-                .issuer_name(issuer[0].subject).public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5))
-                .not_valid_after(now + datetime.timedelta(days=1))
-                .add_extension(x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                      ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-                .sign(issuer[1], hashes.SHA256()))
-        return cert, key
-
-    the_ca = ca("gramdist test CA")
-    write("ca", *the_ca)
-    for name in ("scheduler", "worker", "client"):
-        write(name, *leaf(name, the_ca))
-    other = ca("another CA")
-    write("other-ca", *other)
-    write("intruder", *leaf("intruder", other))
+    files = write_certificates(folder)
+    other = write_certificates(folder / "other", clients=["intruder"])
+    files["other-ca.pem"] = other["ca.pem"]
+    files["intruder.pem"], files["intruder.key"] = other["intruder.pem"], other["intruder.key"]
     return files
 
 

@@ -247,11 +247,12 @@ def test_scheduler_restarted_status_stopped_and_submitting_again_resumes(job_and
         cluster.close()
 
 
-def test_cancel_by_store_and_by_id_then_resume_from_python(cluster, job_and_local, tmp_path):
+def test_cancel_by_store_and_by_id_then_resume(cluster, job_and_local, tmp_path):
     """`gramdist cancel STORE` stops the job at its next tile: the tiles written stay valid
     (`verify` passes), the store is not complete; `gramdist.submit(...)` resumes it, is cancelled
-    again by id through the scheduler (`cancel ID --scheduler`), and a last submit completes it
-    with ``.wait()``: the Gram is bitwise the local run's."""
+    again by id through the scheduler (`cancel ID --scheduler`; ``.wait()`` raises), and
+    `gramdist run` finishes it, computing only the missing tiles: the Gram is bitwise the local
+    run's."""
     job, local = job_and_local
     out = tmp_path / "cancel.zarr"
     job_id = submit_cli(job, out, cluster.address)["job_id"]
@@ -283,8 +284,11 @@ def test_cancel_by_store_and_by_id_then_resume_from_python(cluster, job_and_loca
     states = {json.loads(ln)["job_id"]: json.loads(ln)["state"] for ln in listing.stdout.splitlines()}
     assert states[job_id] == "cancelled" and states[handle.job_id] == "cancelled", states
 
-    last = gramdist.submit(str(job), out=str(out), scheduler=cluster.address)
-    assert last.wait(timeout=180).state == "complete"
+    done = store_info(out)["tiles_done"]
+    r = run_cli("run", str(job), "--scheduler", cluster.address, "--out", str(out), "--quiet", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert last_json(r.stdout)["tiles_computed"] == TILES - done  # `run` resumes a cancelled job too
+    assert job_status(out).state == "complete"  # the store is the truth, whoever finished it
     assert np.array_equal(open_gram(out)[0], local)
 
 
