@@ -39,7 +39,7 @@ import gramdist
 import gramdist.jobs
 from gramdist.engine import detached
 from gramdist.engine.cluster import plain_tcp_warning, warn_plain_tcp
-from gramdist.engine.detached import job_status, read_record, status_from_record
+from gramdist.engine.jobrecord import JobStatus, job_status, read_record, status_from_record
 from gramdist.engine.store import open_gram, store_info, verify_store
 
 N_GRAPHS, TILE = 160, 10  # 16 x 16 chunks: 136 tiles, 256 chunk files
@@ -100,7 +100,7 @@ def submit_cli(job: Path, out: Path, address: str, *args: str, timeout: float = 
     return last_json(r.stdout)
 
 
-def wait_until(store: Path, states: tuple[str, ...], timeout: float = 120) -> detached.JobStatus:
+def wait_until(store: Path, states: tuple[str, ...], timeout: float = 120) -> JobStatus:
     deadline = time.time() + timeout
     while True:
         status = job_status(store)

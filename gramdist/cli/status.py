@@ -35,7 +35,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from gramdist.engine.detached import job_status
+    from gramdist.engine.jobrecord import job_status
 
     address = scheduler_address(args)
     if args.store is None:
@@ -53,7 +53,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def describe(status: Any) -> list[str]:
-    from gramdist.engine.detached import format_duration
+    from gramdist.engine.jobrecord import format_duration
 
     lines = [f"store:        {status.store}"]
     if status.job_id:
@@ -95,7 +95,7 @@ def _clock(t: float | None) -> str:
 def _watch(store: str, interval: float) -> int:
     from tqdm import tqdm
 
-    from gramdist.engine.detached import job_status
+    from gramdist.engine.jobrecord import job_status
 
     status = job_status(store)
     bar = tqdm(total=status.tiles_total or 0, initial=status.tiles_done or 0, unit="tile", file=sys.stderr,
@@ -117,7 +117,8 @@ def _watch(store: str, interval: float) -> int:
 
 def _list(args: argparse.Namespace, address: str) -> int:
     from gramdist.engine.cluster import connect
-    from gramdist.engine.detached import format_duration, list_jobs
+    from gramdist.engine.detached import list_jobs
+    from gramdist.engine.jobrecord import format_duration
 
     spec: dict[str, Any] = {}
     apply_tls_arguments(spec, args)
