@@ -367,12 +367,15 @@ def _record(**kw) -> dict:
 
 def test_status_rate_and_eta_from_the_record():
     """41 tiles computed by this orchestrator between t = 100 s (the first) and t = 120 s: 40 in
-    20 s = 2 tiles/s; 60 of 160 done, so the 100 left take 50 s."""
+    20 s = 2 tiles/s; 60 of 160 done, so the 100 left take 50 s (asked at t = 121 s)."""
     progress = {"computed": 41, "first_at": 100.0, "at": 120.0, "done": 60, "total": 160}
-    s = status_from_record(_record(progress=progress), "/nonexistent/x.zarr")
+    s = status_from_record(_record(progress=progress, heartbeat=121.0), "/nonexistent/x.zarr", now=121.0)
     assert s.state == "running" and s.rate == pytest.approx(2.0) and s.eta_s == pytest.approx(50.0)
     assert (s.tiles_done, s.tiles_total) == (60, 160)
     assert "60/160 tiles (37.5 %), 2.00 tiles/s, ETA 50 s" in s.summary()
+    # 40 s later, no new tile (the heartbeat says the orchestrator lives): no ETA, a note instead
+    s = status_from_record(_record(progress=progress, heartbeat=155.0), "/nonexistent/x.zarr", now=160.0)
+    assert s.state == "running" and s.eta_s is None and s.reason == "no tile finished for 40 s"
 
 
 def test_status_says_stopped_when_the_orchestrator_is_gone():

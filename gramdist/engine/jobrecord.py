@@ -24,6 +24,8 @@ from gramdist.errors import GramdistError, StoreError
 
 #: states a job ends in; queued and running are the others
 TERMINAL = ("complete", "failed", "cancelled", "stopped")
+#: a running job whose last tile is older than this gets no ETA, and a note instead
+QUIET_SECONDS = 15.0
 
 
 # ------------------------------------------------------------------------------------ record
@@ -184,10 +186,13 @@ def status_from_record(record: dict[str, Any], store: str, *, read_stores: bool 
         # the orchestrator's count is fresher than the done-mask it saves every few seconds
         done = max(done or 0, int(progress["done"]))
         total = total or int(progress["total"])
-    rate = eta = None
+    rate = eta = quiet = None
     if state == "running" and progress.get("computed", 0) > 1 and progress["at"] > progress["first_at"]:
         rate = (progress["computed"] - 1) / (progress["at"] - progress["first_at"])
-        if len(stores) == 1 and done is not None and total is not None:
+        quiet = now - progress["at"]
+        if quiet > QUIET_SECONDS:  # no tile for a while: an ETA from the old rate would mislead
+            reason = reason or f"no tile finished for {quiet:.0f} s"
+        elif len(stores) == 1 and done is not None and total is not None:
             eta = (total - done) / rate
     return JobStatus(
         store=str(store), state=state, job_id=record.get("job_id"), reason=reason,
