@@ -17,7 +17,19 @@ def open_gram(store: str, *, as_dask: bool = False, allow_incomplete: bool = Fal
     return _open(store, as_dask=as_dask, allow_incomplete=allow_incomplete)
 
 
+def submit(job, *, out: str | None = None, scheduler: str | None = None, client=None, overwrite: bool = False,
+           wait: float = 30.0):
+    """Submit a job (a job file or a job dict) to run on a Dask cluster without this process.
+
+    Returns a handle with ``.job_id``, ``.store``, ``.status()``, ``.wait()`` and ``.cancel()``.
+    See :func:`gramdist.engine.detached.submit`.
+    """
+    from gramdist.engine.detached import submit as _submit
+
+    return _submit(job, out=out, scheduler=scheduler, client=client, overwrite=overwrite, wait=wait)
+
+
 __all__ = [
     "DatasetError", "GramdistError", "Graph", "GraphBatch", "JobError", "StoreError", "TileError",
-    "__version__", "open_gram",
+    "__version__", "open_gram", "submit",
 ]

@@ -69,4 +69,5 @@ def test_engine_never_names_a_kernel():
 
 def test_run_job_takes_only_what_a_user_sets():
     params = set(inspect.signature(runner.run_job).parameters)
-    assert params == {"job", "out", "scheduler", "client", "overwrite", "progress", "log"}
+    # job_id: the id of a detached job (gramdist submit), which its store lock carries
+    assert params == {"job", "out", "scheduler", "client", "overwrite", "progress", "log", "job_id"}

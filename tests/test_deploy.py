@@ -15,9 +15,7 @@ certificate are refused.
 
 from __future__ import annotations
 
-import datetime
 import importlib.util
-import ipaddress
 import json
 import logging
 import os
@@ -241,9 +239,54 @@ def interpolate(value: Any, env: dict[str, str]) -> Any:
     return re.sub(pattern, sub, value)
 
 
-def load_compose(env: dict[str, str]) -> dict:
-    raw = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())  # resolves the << merges
-    return interpolate(raw, env)
+class Overridden(list):
+    """A sequence tagged ``!override`` in a compose file: it replaces, never extends, the base's."""
+
+
+class ComposeLoader(yaml.SafeLoader):
+    """YAML as Docker Compose reads it: ``<<`` merges (safe_load's) and the ``!override`` tag."""
+
+
+ComposeLoader.add_constructor("!override", lambda loader, node: Overridden(loader.construct_sequence(node, deep=True)))
+
+
+def _port_key(port: str) -> tuple[str, str]:
+    """(host IP, published port) of a compose port string: its identity when files merge."""
+    parts = port.split("/")[0].split(":")
+    return (parts[0] if len(parts) == 3 else "", parts[-2] if len(parts) >= 2 else parts[-1])
+
+
+def merge_compose(base: Any, over: Any, key: str = "") -> Any:
+    """Docker Compose's merge of a later file into an earlier one (docs: compose-file/merge):
+    mappings merge; ``command``/``entrypoint``/``healthcheck.test`` are replaced; ``ports``
+    merge by host IP and port, ``volumes`` by target; other sequences are appended to;
+    ``!override`` replaces."""
+    if isinstance(over, Overridden):
+        return list(over)
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = merge_compose(base[k], v, k) if k in base else (list(v) if isinstance(v, Overridden) else v)
+        return out
+    if isinstance(base, list) and isinstance(over, list):
+        if key in ("command", "entrypoint", "test"):
+            return list(over)
+        if key in ("ports", "volumes"):
+            ident = (lambda v: _port_key(v)) if key == "ports" else (lambda v: v["target"] if isinstance(v, dict) else v.split(":")[1])
+            seen = {ident(v): v for v in base}
+            seen.update({ident(v): v for v in over})
+            return list(seen.values())
+        return base + over
+    return over
+
+
+def load_compose(env: dict[str, str], *files: str) -> dict:
+    """The compose files merged in order (default: the base file alone), then interpolated."""
+    merged: Any = None
+    for name in files or ("docker-compose.yml",):
+        raw = yaml.load((DEPLOY / name).read_text(), Loader=ComposeLoader)  # resolves the << merges
+        merged = raw if merged is None else merge_compose(merged, raw)
+    return interpolate(merged, env)
 
 
 def test_compose_requires_the_shared_folder():
@@ -263,7 +306,9 @@ def test_compose_file_structure(tmp_path):
     assert "tcp://scheduler:8786" in worker["command"]
     assert sched["command"][sched["command"].index("--port") + 1] == "8786"
     assert sched["command"][sched["command"].index("--dashboard-address") + 1] == ":8787"
-    assert {"8786:8786", "8787:8787"} <= {p.split(" ")[0] for p in sched["ports"]}
+    # safe by default: without TLS, the scheduler (which runs any code a client sends) and the
+    # dashboard are published on this host's loopback interface only
+    assert sorted(sched["ports"]) == ["127.0.0.1:8786:8786", "127.0.0.1:8787:8787"]
     # the same bind mount, at the same path as on the host, in the scheduler and the workers
     for svc in (sched, worker):
         (vol,) = svc["volumes"]
@@ -271,6 +316,7 @@ def test_compose_file_structure(tmp_path):
         assert svc["image"] == "gramdist:latest"
         assert svc["build"] == {"context": "..", "dockerfile": "deploy/Dockerfile", "args": {"PYTHON_VERSION": "3.11"}}
         assert svc["environment"]["DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES"] == "10"
+        assert svc["environment"]["GRAMDIST_DATA"] == f"{shared}/datasets"  # read by submitted jobs
         assert re.fullmatch(r"\d+:\d+", svc["user"])
     assert (DEPLOY / worker["build"]["context"] / worker["build"]["dockerfile"]).resolve() == DEPLOY / "Dockerfile"
     assert worker["depends_on"] == {"scheduler": {"condition": "service_healthy"}}
@@ -297,8 +343,9 @@ def assert_flags_known(args: list[str], kind: str) -> None:
             assert a.split("=")[0] in known, f"dask {kind}: unknown option {a}"
 
 
-def test_compose_topology_runs_a_job_bitwise(tmp_path):
-    """The compose services' own commands, as processes on 127.0.0.1, run a job from the 'host'."""
+def test_compose_topology_runs_a_submitted_job_bitwise(tmp_path):
+    """The compose services' own commands, as processes on 127.0.0.1; from the 'host', `gramdist
+    submit` as the compose file shows it (the orchestration runs in a worker), then `status`."""
     shared = tmp_path / "shared"
     shared.mkdir()
     c = load_compose({"GRAMDIST_SHARED": str(shared)})
@@ -319,11 +366,13 @@ def test_compose_topology_runs_a_job_bitwise(tmp_path):
         cluster.wait_for_workers(n)
         job = synthetic_job(tmp_path / "job.yaml")
         out = shared / "syn.zarr"
-        r = run_cli("run", str(job), "--scheduler", addr.replace("127.0.0.1", "localhost"),
-                    "--out", str(out), "--quiet", "--json")
+        r = run_cli("submit", str(job), "--scheduler", addr.replace("127.0.0.1", "localhost"),
+                    "--out", str(out), "--json")
         assert r.returncode == 0, r.stderr + cluster.log("worker-0")
-        assert f"{n} workers" in r.stderr
-        assert last_json(r.stdout)["complete"]
+        assert "warning" not in r.stderr  # localhost: no plain-TCP warning
+        assert last_json(r.stdout)["store"] == str(out)
+        w = run_cli("status", str(out), "--watch", "--interval", "0.3")
+        assert w.returncode == 0 and "complete" in w.stdout, w.stdout + w.stderr[-2000:]
         assert np.array_equal(open_gram(out)[0], reference_gram(job))
     finally:
         cluster.close()
@@ -345,9 +394,9 @@ def test_dockerfile_builds_gramdist_image():
             for s in srcs:
                 assert (ROOT / s).exists(), f"COPY {s}: not in the repository"
     run = " ".join(rest for k, rest in ops if k.upper() == "RUN")
-    assert 'pip install ".[dashboard]"' in run  # gramdist itself, with bokeh for :8787
+    assert 'pip install ".[dashboard,tls]"' in run  # gramdist, bokeh for :8787, cryptography for certs
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert re.search(r"^dashboard = ", pyproject, re.M)
+    assert re.search(r"^dashboard = ", pyproject, re.M) and re.search(r"^tls = .*cryptography", pyproject, re.M)
     assert "exec dask scheduler" in run and "exec dask worker" in run  # shims for old charts
     assert "EXPOSE 8786 8787" in instr
     assert json.loads(next(rest for k, rest in ops if k.upper() == "CMD")) == ["dask", "scheduler"]
@@ -399,8 +448,8 @@ def render_helm_worker_args(values: dict, scheduler: str) -> list[str]:
     return args + list(w.get("extraArgs") or [])
 
 
-def test_helm_values_match_the_official_chart():
-    v = helm_values()
+def assert_chart_keys(values: dict) -> None:
+    """Every key of ``values`` is one the dask chart reads."""
 
     def check(node: dict, path: str) -> None:
         allowed = HELM_KEYS.get(path)
@@ -411,8 +460,20 @@ def test_helm_values_match_the_official_chart():
             if isinstance(val, dict) and f"{path}.{key}" in HELM_KEYS:
                 check(val, f"{path}.{key}")
 
-    for top, node in v.items():
+    for top, node in values.items():
         check(node, top)
+
+
+def merge_helm(base: Any, over: Any) -> Any:
+    """Helm's merge of a later values file: mappings merge, everything else (lists too) is replaced."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        return {**base, **{k: merge_helm(base[k], v) if k in base else v for k, v in over.items()}}
+    return over
+
+
+def test_helm_values_match_the_official_chart():
+    v = helm_values()
+    assert_chart_keys(v)
     s, w = v["scheduler"], v["worker"]
     assert (s["image"]["repository"], s["image"]["tag"]) == (w["image"]["repository"], w["image"]["tag"])
     assert w["image"]["dask_worker"] == ["dask", "worker"]  # 2026.x command
@@ -452,6 +513,120 @@ def test_k8s_client_job_matches_helm_values():
     # release `gramdist` of chart `dask`: the scheduler service is gramdist-dask-scheduler
     assert args.scheduler == f"tcp://gramdist-dask-scheduler:{v['scheduler']['servicePort']}"
     assert args.out.startswith(wmount["mountPath"] + "/") and args.job.startswith(wmount["mountPath"] + "/")
+    assert pod["securityContext"]["runAsUser"] == v["worker"]["securityContext"]["runAsUser"]
+
+
+def helm_tls_values() -> tuple[dict, dict]:
+    over = yaml.safe_load((DEPLOY / "kubernetes" / "helm-values-tls.yaml").read_text())
+    return over, merge_helm(helm_values(), over)
+
+
+def secret_env(env: list[dict], certs: Path) -> dict[str, str]:
+    """A container's environment as Kubernetes gives it, with secretKeyRefs read from ``certs``
+    (the folder `kubectl create secret generic gramdist-tls --from-file=...` was made from)."""
+    out = {}
+    for e in env:
+        if "value" in e:
+            out[e["name"]] = str(e["value"])
+        else:
+            ref = e["valueFrom"]["secretKeyRef"]
+            assert ref["name"] == "gramdist-tls"
+            out[e["name"]] = (certs / ref["key"]).read_text()
+    return out
+
+
+def test_helm_tls_values_structure():
+    """The TLS values file is one more `-f`: chart keys only; the scheduler speaks TLS, the
+    workers reach it over tls://, every certificate comes from the secret gramdist-tls (never
+    ca.key), and the env lists (which Helm replaces, not merges) keep the base entries."""
+    over, v = helm_tls_values()
+    assert_chart_keys(over)
+    assert_chart_keys(v)
+    assert v["scheduler"]["extraArgs"] == ["--protocol", "tls"]
+    assert_flags_known(v["scheduler"]["extraArgs"], "scheduler")
+    assert v["worker"]["custom_scheduler_url"] == f"tls://gramdist-dask-scheduler:{v['scheduler']['servicePort']}"
+    args = render_helm_worker_args(v, "unused")
+    assert args[2] == "tls://gramdist-dask-scheduler:8786"
+    assert_flags_known(args[3:], "worker")
+    base = helm_values()
+    for role in ("scheduler", "worker"):
+        names = {e["name"] for e in v[role]["env"]}
+        assert {e["name"] for e in base[role]["env"]} <= names
+        keys = {e["valueFrom"]["secretKeyRef"]["key"] for e in v[role]["env"] if "valueFrom" in e}
+        assert keys == {"ca.pem", f"{role}.pem", f"{role}.key"}
+        assert "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION" in names
+    assert v["worker"]["mounts"] == base["worker"]["mounts"]
+
+
+def test_helm_tls_commands_start_real_processes(tmp_path):
+    """The scheduler and worker the TLS values render, with the certificates in their environment
+    as the secret gives them (PEM text, not files): they connect over TLS; a client with
+    --tls-dir is served, and so is one configured like the submit Job (certificates in Dask's
+    environment variables); a client without a certificate is refused."""
+    certs = gramdist_certs(tmp_path / "certs")
+    _, v = helm_tls_values()
+    cluster = DaskProcesses(tmp_path / "cluster")
+    try:
+        sched_env = secret_env(v["scheduler"]["env"], certs)
+        addr = cluster.start_scheduler([DASK, "scheduler", "--host", "127.0.0.1", "--port=0", "--dashboard-address=:0",
+                                        *v["scheduler"]["extraArgs"]], env=sched_env)
+        assert addr.startswith("tls://")
+        args = render_helm_worker_args(v, "unused")
+        args = [DASK, *args[1:]]
+        args[args.index(v["worker"]["custom_scheduler_url"])] = addr
+        args[args.index("--dashboard-address") + 1] = ":0"
+        args[args.index("--local-directory") + 1] = str(tmp_path / "w")
+        cluster.start_worker("helm-tls", args, env=secret_env(v["worker"]["env"], certs))
+        r = run_cli("status", "--scheduler", addr, "--tls-dir", str(certs))
+        deadline = time.time() + 60
+        while "no gramdist jobs" not in r.stdout and time.time() < deadline:
+            time.sleep(1)
+            r = run_cli("status", "--scheduler", addr, "--tls-dir", str(certs))
+        assert r.returncode == 0 and "no gramdist jobs" in r.stdout, r.stderr[-2000:] + cluster.log("helm-tls")
+        job = yaml.safe_load((DEPLOY / "kubernetes" / "gramdist-submit-job.yaml").read_text())
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        env = {**os.environ, **secret_env([e for e in container["env"] if "TLS" in e["name"]], certs)}
+        r = run_cli("status", "--scheduler", addr, env=env)
+        assert r.returncode == 0 and "no gramdist jobs" in r.stdout, r.stderr[-2000:]
+        assert all(a.startswith("tls://") for a in workers_seen_with_env(addr, env))
+        refusal_without_certificate(addr, certs / "ca.pem")
+    finally:
+        cluster.close()
+
+
+def workers_seen_with_env(address: str, env: dict[str, str]) -> list[str]:
+    """The worker addresses a `distributed.Client` configured only by ``env`` sees."""
+    code = (f"import json, distributed; c = distributed.Client({address!r}, timeout='30s'); "
+            "c.wait_for_workers(1, timeout=60); print(json.dumps(sorted(c.scheduler_info()['workers']))); c.close()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_k8s_submit_job_matches_helm_values():
+    """The Job running `gramdist submit` mounts the workers' claim at their path, reaches the
+    chart's scheduler service, and takes the client certificate from the TLS secret if it exists."""
+    v = helm_values()
+    _, tls = helm_tls_values()
+    job = yaml.safe_load((DEPLOY / "kubernetes" / "gramdist-submit-job.yaml").read_text())
+    assert job["apiVersion"] == "batch/v1" and job["kind"] == "Job"
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    from gramdist.cli import _parser
+
+    cmd = container["command"]
+    assert cmd[:2] == ["gramdist", "submit"]
+    args = _parser().parse_args(cmd[1:])
+    wmount = v["worker"]["mounts"]["volumeMounts"][0]
+    (cmount,) = container["volumeMounts"]
+    assert cmount["mountPath"] == wmount["mountPath"] and args.out.startswith(wmount["mountPath"] + "/")
+    assert {vol["name"]: vol for vol in pod["volumes"]}[cmount["name"]]["persistentVolumeClaim"]["claimName"] == "gramdist-shared"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["DASK_SCHEDULER_ADDRESS"]["value"] == f"tcp://gramdist-dask-scheduler:{v['scheduler']['servicePort']}"
+    assert tls["worker"]["custom_scheduler_url"] == env["DASK_SCHEDULER_ADDRESS"]["value"].replace("tcp://", "tls://")
+    refs = [e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e]
+    assert {r["key"] for r in refs} == {"ca.pem", "client.pem", "client.key"}
+    assert all(r["name"] == "gramdist-tls" and r["optional"] is True for r in refs)
     assert pod["securityContext"]["runAsUser"] == v["worker"]["securityContext"]["runAsUser"]
 
 
@@ -598,6 +773,139 @@ def test_slurm_job_starts_its_own_workers(tmp_path):
                 pass
 
 
+FAKE_SRUN = """#!/bin/sh
+# Stand-in for srun inside an allocation: start the command once per task, here, and wait.
+while [ "${1#--}" != "$1" ]; do shift; done
+i=0
+while [ $i -lt "${SLURM_NTASKS:-1}" ]; do "$@" & i=$((i+1)); done
+wait
+"""
+FAKE_PBSDSH = """#!/bin/sh
+# Stand-in for pbsdsh -u: run the command on the one 'node' there is, here.
+[ "$1" = "-u" ] && shift
+[ "$1" = "--" ] && shift
+exec "$@"
+"""
+
+
+def script_commands(path: Path) -> list[list[str]]:
+    """The `dask scheduler` / `dask worker` command lines of a batch script (continuations
+    joined, shell variables left as words)."""
+    text = re.sub(r"\\\n\s*", " ", path.read_text())
+    cmds = []
+    for line in text.splitlines():
+        for start in ("dask scheduler", "dask worker"):
+            if start in line and not line.lstrip().startswith("#"):
+                frag = line[line.index(start):].replace("&", " ").rstrip()
+                if frag.count('"') % 2:  # the end of a `bash -c "..."` string
+                    frag = frag.removesuffix('"')
+                words = shlex.split(frag)
+                cmds.append(words)
+    return cmds
+
+
+@pytest.mark.parametrize("name, directive", [("dask-cluster.slurm", "#SBATCH"), ("dask-cluster.pbs", "#PBS")])
+def test_hpc_cluster_scripts_structure(name, directive):
+    """The lasting-cluster batch scripts: valid bash, their scheduler speaks TLS and writes a
+    scheduler file the workers (and `gramdist submit --scheduler-file`) read; known flags only."""
+    path = DEPLOY / "hpc" / name
+    assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+    text = path.read_text()
+    assert text.startswith("#!/bin/bash") and f"{directive} " in text
+    (sched,) = [c for c in script_commands(path) if c[:2] == ["dask", "scheduler"]]
+    (worker,) = [c for c in script_commands(path) if c[:2] == ["dask", "worker"]]
+    assert sched[sched.index("--protocol") + 1] == "tls"
+    for cmd, role in ((sched, "scheduler"), (worker, "worker")):
+        assert_flags_known(cmd[2:], role)
+        assert "--scheduler-file" in cmd and "--tls-ca-file" in cmd and f"{role}.key" in cmd[cmd.index("--tls-key") + 1]
+    assert sched[sched.index("--dashboard-address") + 1].startswith("127.0.0.1:")
+    assert "gramdist certs" in text
+
+
+def _cluster_script_env(tmp_path: Path, fake: str, body: str) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / fake).write_text(body)
+    (bin_dir / fake).chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
+            "GRAMDIST_VENV": sys.prefix, "GRAMDIST_CERTS": str(tmp_path / "certs"),
+            "GRAMDIST_CLUSTER_DIR": str(tmp_path / "state"), "GRAMDIST_SCHEDULER_HOST": "127.0.0.1",
+            "GRAMDIST_WORKER_MEMORY": "1GiB", "TMPDIR": str(tmp_path)}
+
+
+def stop_session(proc: subprocess.Popen) -> None:
+    """SIGTERM a process's whole session (SIGKILL if it lingers), and reap it."""
+    _killpg(proc, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        _killpg(proc, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+def _start_cluster_script(script: str, env: dict[str, str], scheduler_file: Path, log: Path) -> subprocess.Popen:
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(["bash", str(DEPLOY / "hpc" / script)], stdout=f, stderr=subprocess.STDOUT,
+                                env=env, cwd=log.parent, start_new_session=True)
+    deadline = time.time() + 120
+    while not (scheduler_file.exists() and scheduler_file.read_text().strip()):
+        if proc.poll() is not None or time.time() > deadline:
+            raise AssertionError(f"{script}: no scheduler file: {log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.2)
+    return proc
+
+
+def test_slurm_cluster_script_runs_submitted_jobs_over_tls(tmp_path):
+    """dask-cluster.slurm run as SLURM would (srun a stand-in that starts 2 tasks here): it makes
+    the certificates with `gramdist certs`, starts a TLS scheduler on 127.0.0.1 and 2 workers; a
+    job submitted with --scheduler-file and --tls-dir completes bitwise after its submitter has
+    exited; `status --scheduler-file` lists it; a client without a certificate is refused."""
+    pytest.importorskip("cryptography")
+    env = _cluster_script_env(tmp_path, "srun", FAKE_SRUN) | {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "2"}
+    sched_file = tmp_path / "state" / "dask-scheduler-4242.json"
+    proc = _start_cluster_script("dask-cluster.slurm", env, sched_file, tmp_path / "slurm.log")
+    try:
+        certs = tmp_path / "certs"
+        assert {p.name for p in certs.iterdir()} >= {"ca.pem", "client.pem", "client.key", "worker.key"}
+        address = json.loads(sched_file.read_text())["address"]
+        assert address.startswith("tls://127.0.0.1:")
+        job = synthetic_job(tmp_path / "job.yaml", n_graphs=60)
+        out = tmp_path / "shared" / "slurm.zarr"
+        r = run_cli("submit", str(job), "--scheduler-file", str(sched_file), "--tls-dir", str(certs),
+                    "--out", str(out), "--json", "--wait", "60")
+        assert r.returncode == 0, r.stderr[-3000:] + (tmp_path / "slurm.log").read_text(errors="replace")[-3000:]
+        w = run_cli("status", str(out), "--watch", "--interval", "0.3")
+        assert w.returncode == 0 and "complete" in w.stdout, w.stdout + w.stderr[-2000:]
+        assert np.array_equal(open_gram(out)[0], reference_gram(job))
+        listed = run_cli("status", "--scheduler-file", str(sched_file), "--tls-dir", str(certs), "--json")
+        assert [json.loads(ln)["state"] for ln in listed.stdout.splitlines()] == ["complete"], listed.stderr
+        refusal_without_certificate(address, certs / "ca.pem")
+    finally:
+        stop_session(proc)
+
+
+def test_pbs_cluster_script_starts_a_tls_cluster(tmp_path):
+    """dask-cluster.pbs with a stand-in pbsdsh (one node, here): its workers join its TLS
+    scheduler, reached through the scheduler file with a client certificate."""
+    pytest.importorskip("cryptography")
+    from distributed import Client
+    from distributed.security import Security
+
+    env = _cluster_script_env(tmp_path, "pbsdsh", FAKE_PBSDSH) | {"PBS_JOBID": "77.server",
+                                                                  "GRAMDIST_WORKERS_PER_NODE": "2"}
+    sched_file = tmp_path / "state" / "dask-scheduler-77.server.json"
+    proc = _start_cluster_script("dask-cluster.pbs", env, sched_file, tmp_path / "pbs.log")
+    try:
+        certs = tmp_path / "certs"
+        security = Security(tls_ca_file=str(certs / "ca.pem"), tls_client_cert=str(certs / "client.pem"),
+                            tls_client_key=str(certs / "client.key"), require_encryption=True)
+        with Client(scheduler_file=str(sched_file), security=security, timeout="30s") as c:
+            c.wait_for_workers(2, timeout=90)
+            assert all(a.startswith("tls://127.0.0.1:") for a in c.scheduler_info(n_workers=-1)["workers"])
+    finally:
+        stop_session(proc)
+
+
 def test_tile_window_grows_when_workers_join_late(tmp_path, monkeypatch):
     """HPC workers arrive while the job runs (batch jobs leave the queue one by one): the
     window of tiles in flight, sized from the workers present at the start, widens."""
@@ -631,62 +939,14 @@ def test_tile_window_grows_when_workers_join_late(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- TLS
 def make_certificates(folder: Path) -> dict[str, Path]:
-    """A CA, scheduler/worker/client certificates it signs, and an intruder signed by another CA."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    """A CA and the scheduler/worker/client certificates it signs (`gramdist certs`), and an
+    intruder whose certificate another CA signed."""
+    from gramdist.engine.certs import write_certificates
 
-    folder.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC)
-    files: dict[str, Path] = {}
-
-    def write(name: str, cert: Any, key: Any) -> None:
-        files[f"{name}.pem"] = folder / f"{name}.pem"
-        files[f"{name}.key"] = folder / f"{name}.key"
-        files[f"{name}.pem"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        files[f"{name}.key"].write_bytes(key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
-        files[f"{name}.key"].chmod(0o600)
-
-    def ca(cn: str) -> tuple[Any, Any]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-        cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5))
-                .not_valid_after(now + datetime.timedelta(days=1))
-                .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-                .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                             content_commitment=False, key_encipherment=False,
-                                             data_encipherment=False, key_agreement=False,
-                                             encipher_only=False, decipher_only=False), critical=True)
-                .sign(key, hashes.SHA256()))
-        return cert, key
-
-    def leaf(cn: str, issuer: tuple[Any, Any]) -> tuple[Any, Any]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = (x509.CertificateBuilder()
-                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-                .issuer_name(issuer[0].subject).public_key(key.public_key())
-                .serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(minutes=5))
-                .not_valid_after(now + datetime.timedelta(days=1))
-                .add_extension(x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                      ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-                .sign(issuer[1], hashes.SHA256()))
-        return cert, key
-
-    the_ca = ca("gramdist test CA")
-    write("ca", *the_ca)
-    for name in ("scheduler", "worker", "client"):
-        write(name, *leaf(name, the_ca))
-    other = ca("another CA")
-    write("other-ca", *other)
-    write("intruder", *leaf("intruder", other))
+    files = write_certificates(folder)
+    other = write_certificates(folder / "other", clients=["intruder"])
+    files["other-ca.pem"] = other["ca.pem"]
+    files["intruder.pem"], files["intruder.key"] = other["intruder.pem"], other["intruder.key"]
     return files
 
 
@@ -742,6 +1002,111 @@ def test_tls_job_runs_and_other_clients_are_refused(tmp_path):
         cluster.close()
 
 
+def refusal_without_certificate(address: str, ca: Path) -> str:
+    """Connect to a TLS scheduler as a client that trusts its CA but has no certificate of its
+    own; return the error the server's refusal raises (an alert, "certificate required", or the
+    connection closed, depending on timing); fail if the server answers."""
+    import socket
+    import ssl
+
+    host, port = address.split("://", 1)[1].rsplit(":", 1)
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.check_hostname = False
+    with socket.create_connection((host, int(port)), timeout=15) as raw:
+        try:
+            with ctx.wrap_socket(raw) as tls:
+                tls.sendall(b"\0" * 8)
+                data = tls.recv(1)  # TLS 1.3: the server's refusal arrives with the first read
+        except (ssl.SSLError, ConnectionError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+    raise AssertionError(f"a client without a certificate was let in (read {data!r})")
+
+
+def gramdist_certs(folder: Path) -> Path:
+    """Certificates made the way the docs say: `gramdist certs FOLDER`."""
+    pytest.importorskip("cryptography")
+    r = run_cli("certs", str(folder))
+    assert r.returncode == 0, r.stderr
+    return folder
+
+
+def test_compose_tls_variant_structure(tmp_path):
+    """`-f docker-compose.tls.yml` turns TLS on: the scheduler is published on every interface
+    (the dashboard stays on loopback), scheduler and workers start with their own certificate
+    and key, mounted read-only from $GRAMDIST_CERTS (never ca.key), and talk over tls://."""
+    shared, certs = str(tmp_path / "shared"), str(tmp_path / "certs")
+    with pytest.raises(ValueError, match="GRAMDIST_CERTS"):
+        load_compose({"GRAMDIST_SHARED": shared}, "docker-compose.yml", "docker-compose.tls.yml")
+    c = load_compose({"GRAMDIST_SHARED": shared, "GRAMDIST_CERTS": certs}, "docker-compose.yml", "docker-compose.tls.yml")
+    sched, worker = c["services"]["scheduler"], c["services"]["worker"]
+    assert sched["ports"] == ["8786:8786", "127.0.0.1:8787:8787"]
+    scmd, wcmd = sched["command"], worker["command"]
+    assert scmd[:2] == ["dask", "scheduler"] and scmd[scmd.index("--protocol") + 1] == "tls"
+    assert "tls://scheduler:8786" in wcmd and not any(a.startswith("tcp://") for a in wcmd)
+    for svc, cmd, role in ((sched, scmd, "scheduler"), (worker, wcmd, "worker")):
+        mounts = {v["target"]: v for v in svc["volumes"]}
+        assert mounts[shared]["source"] == shared  # the base file's shared folder is kept
+        wanted = {"--tls-ca-file": "ca.pem", "--tls-cert": f"{role}.pem", "--tls-key": f"{role}.key"}
+        for flag, name in wanted.items():
+            target = cmd[cmd.index(flag) + 1]
+            assert mounts[target] == {"type": "bind", "source": f"{certs}/{name}", "target": target, "read_only": True}
+        assert not any(v["source"].endswith("ca.key") for v in svc["volumes"])
+        assert_flags_known(cmd[2:], role)
+    assert sched["healthcheck"] == load_compose({"GRAMDIST_SHARED": shared})["services"]["scheduler"]["healthcheck"]
+
+
+def test_compose_tls_commands_run_a_submitted_job_and_refuse_clients_without_certificates(tmp_path):
+    """The TLS variant's own commands with certificates from `gramdist certs`, on 127.0.0.1: a
+    job submitted over TLS (`--tls-dir`) completes bitwise; a client without a certificate is
+    refused by the scheduler, and gramdist itself says TLS needs one; plain TCP is refused."""
+    certs = gramdist_certs(tmp_path / "certs")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    c = load_compose({"GRAMDIST_SHARED": str(shared), "GRAMDIST_CERTS": str(certs)},
+                     "docker-compose.yml", "docker-compose.tls.yml")
+    sched, worker = c["services"]["scheduler"], c["services"]["worker"]
+
+    def local(cmd: list[str]) -> list[str]:  # container paths -> the files on this host
+        return [DASK, *[str(certs / Path(a).name) if a.startswith("/tls/") else a for a in cmd[1:]]]
+
+    cluster = DaskProcesses(tmp_path / "cluster", env={k: str(v) for k, v in sched["environment"].items()})
+    try:
+        cmd = local(sched["command"])
+        cmd[cmd.index("--port") + 1] = "0"
+        cmd[cmd.index("--dashboard-address") + 1] = ":0"
+        addr = cluster.start_scheduler([*cmd, "--host", "127.0.0.1"])
+        assert addr.startswith("tls://127.0.0.1:")
+        wcmd = local(worker["command"])
+        wcmd[wcmd.index("tls://scheduler:8786")] = addr
+        wcmd[wcmd.index("--local-directory") + 1] = str(tmp_path / "dask-worker")
+        cluster.start_worker("worker-0", wcmd)
+        from distributed.security import Security
+
+        cluster.security = Security(tls_ca_file=str(certs / "ca.pem"), tls_client_cert=str(certs / "client.pem"),
+                                    tls_client_key=str(certs / "client.key"), require_encryption=True)
+        cluster.wait_for_workers(1)
+
+        job = synthetic_job(tmp_path / "job.yaml", n_graphs=60)
+        out = shared / "tls.zarr"
+        r = run_cli("submit", str(job), "--scheduler", addr, "--tls-dir", str(certs), "--out", str(out), "--json")
+        assert r.returncode == 0, r.stderr[-3000:] + cluster.log("worker-0")
+        w = run_cli("status", str(out), "--watch", "--interval", "0.3")
+        assert w.returncode == 0 and "complete" in w.stdout, w.stdout + w.stderr[-2000:]
+        assert np.array_equal(open_gram(out)[0], reference_gram(job))
+        listed = run_cli("status", "--scheduler", addr, "--tls-dir", str(certs))
+        assert listed.returncode == 0 and last_json(r.stdout)["job_id"] in listed.stdout, listed.stderr
+
+        refusal_without_certificate(addr, certs / "ca.pem")
+        line = one_error_line(run_cli("status", "--scheduler", addr, "--tls-ca-file", str(certs / "ca.pem")))
+        assert "Dask's TLS is mutual" in line, line
+        plain = one_error_line(run_cli("submit", str(job), "--scheduler", addr.replace("tls://", "tcp://"),
+                                       "--out", str(shared / "plain.zarr")))
+        assert "cannot connect to the Dask scheduler" in plain
+        assert not (shared / "plain.zarr").exists()
+    finally:
+        cluster.close()
+
+
 def test_tls_flags_reach_the_job(tmp_path):
     """--tls-* override cluster.security of the job; a missing file is a one-line error."""
     job = synthetic_job(tmp_path / "job.yaml", n_graphs=10)
@@ -768,4 +1133,4 @@ def test_deploy_readme_commands_are_valid():
             assert_flags_known(words[2:], words[1])
             seen.add(words[1])
         assert words[0] not in ("dask-scheduler", "dask-worker"), cmd
-    assert {"run", "info", "scheduler", "worker"} <= seen
+    assert {"run", "submit", "status", "cancel", "certs", "info", "scheduler", "worker"} <= seen

@@ -1,8 +1,10 @@
-"""Arguments several commands share: ``--set`` overrides and the TLS flags."""
+"""Arguments several commands share: ``--set`` overrides, the TLS flags, the scheduler."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Any
 
 
@@ -16,11 +18,40 @@ def add_tls_arguments(p: argparse.ArgumentParser) -> None:
     tls.add_argument("--tls-ca-file", metavar="PEM", help="CA certificate(s) the scheduler and workers are signed by")
     tls.add_argument("--tls-cert", metavar="PEM", help="this client's certificate")
     tls.add_argument("--tls-key", metavar="PEM", help="this client's private key (if not in --tls-cert)")
+    tls.add_argument("--tls-dir", metavar="DIR",
+                     help="a folder made by `gramdist certs`: its ca.pem, client.pem and client.key")
 
 
 def apply_tls_arguments(cluster: dict[str, Any], args: argparse.Namespace) -> None:
     """Merge ``--tls-*`` flags into ``cluster.security`` (flags win over the job file)."""
     flags = {"tls_ca_file": args.tls_ca_file, "tls_client_cert": args.tls_cert, "tls_client_key": args.tls_key}
+    if getattr(args, "tls_dir", None):
+        folder = Path(args.tls_dir)
+        defaults = {"tls_ca_file": folder / "ca.pem", "tls_client_cert": folder / "client.pem",
+                    "tls_client_key": folder / "client.key"}
+        flags = {k: v or str(defaults[k]) for k, v in flags.items()}
     flags = {k: v for k, v in flags.items() if v}
     if flags:
         cluster["security"] = {**(cluster.get("security") or {}), **flags}
+
+
+def add_scheduler_arguments(p: argparse.ArgumentParser) -> None:
+    """``--scheduler ADDR`` and ``--scheduler-file PATH`` (the JSON ``dask scheduler
+    --scheduler-file`` writes, e.g. by deploy/hpc/dask-cluster.slurm)."""
+    p.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://HOST:PORT or tls://HOST:PORT)")
+    p.add_argument("--scheduler-file", metavar="PATH", help="the scheduler's address from the JSON file "
+                   "`dask scheduler --scheduler-file PATH` writes")
+
+
+def scheduler_address(args: argparse.Namespace) -> str | None:
+    """The address ``--scheduler`` or ``--scheduler-file`` names (None when neither is given)."""
+    if getattr(args, "scheduler_file", None):
+        from gramdist.errors import JobError
+
+        try:
+            return str(json.loads(Path(args.scheduler_file).read_text())["address"])
+        except FileNotFoundError:
+            raise JobError(f"--scheduler-file {args.scheduler_file}: not found (has the scheduler started?)") from None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise JobError(f"--scheduler-file {args.scheduler_file}: no scheduler address in it ({exc})") from None
+    return getattr(args, "scheduler", None)

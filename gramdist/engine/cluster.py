@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
+import socket
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +33,11 @@ def make_security(spec: dict[str, Any] | None) -> Any:
     for key in ("tls_ca_file", "tls_client_cert", "tls_client_key"):
         if key in spec and not os.path.exists(spec[key]):
             raise JobError(f"cluster.security.{key}: file not found: {spec[key]}")
+    if bool(spec.get("tls_ca_file")) != bool(spec.get("tls_client_cert")):
+        # distributed would fail later with a TypeError about a missing ssl_context
+        raise JobError("cluster.security: TLS needs both the CA (tls_ca_file, --tls-ca-file) and this client's "
+                       "certificate (tls_client_cert, --tls-cert; --tls-dir gives both): Dask's TLS is mutual, "
+                       "the scheduler refuses clients without a certificate its CA signed")
     return Security(
         tls_ca_file=spec.get("tls_ca_file"),
         tls_client_cert=spec.get("tls_client_cert"),
@@ -60,11 +68,19 @@ def _jobqueue_cluster(spec: dict[str, Any]) -> Any:
     return cluster
 
 
+def _config_client_tls() -> bool:
+    """Whether Dask's own configuration gives this process a client certificate and a CA
+    (``DASK_DISTRIBUTED__COMM__TLS__CA_FILE``, ``..._TLS__CLIENT__CERT``, e.g. from a
+    Kubernetes secret); ``distributed.Client`` uses them when no ``security`` is passed."""
+    return bool(dask.config.get("distributed.comm.tls.ca-file", default=None)
+                and dask.config.get("distributed.comm.tls.client.cert", default=None))
+
+
 def _check_scheme(address: str, security: Any) -> None:
     """A clear error when the address and the TLS settings disagree (distributed raises
     a TypeError or RuntimeError for these, which would otherwise surface as a traceback)."""
     scheme = address.split("://", 1)[0] if "://" in address else "tcp"
-    if scheme == "tls" and security is None:
+    if scheme == "tls" and security is None and not _config_client_tls():
         raise JobError(f"{address}: a tls:// scheduler needs --tls-ca-file, --tls-cert and --tls-key "
                        "(or cluster.security in the job)")
     if scheme != "tls" and security is not None and security.require_encryption:
@@ -73,8 +89,10 @@ def _check_scheme(address: str, security: Any) -> None:
 
 
 @contextlib.contextmanager
-def connect(cluster_spec: dict[str, Any], scheduler: str | None = None) -> Iterator[Any]:
+def connect(cluster_spec: dict[str, Any], scheduler: str | None = None, *, timeout: str = "20s") -> Iterator[Any]:
     """Yield a ``distributed.Client`` for the job, closing what this function started.
+
+    ``timeout``: how long to try to reach an existing scheduler.
 
     Order: ``scheduler`` argument, then ``cluster.scheduler``, then ``$DASK_SCHEDULER_ADDRESS``
     connect to an existing cluster; else ``cluster.jobqueue`` starts HPC workers; else a
@@ -86,8 +104,9 @@ def connect(cluster_spec: dict[str, Any], scheduler: str | None = None) -> Itera
     address = scheduler or cluster_spec.get("scheduler") or os.environ.get("DASK_SCHEDULER_ADDRESS")
     if address:
         _check_scheme(address, security)
+        warn_plain_tcp(address)
         try:
-            client = Client(address, security=security, timeout="20s")
+            client = Client(address, security=security, timeout=timeout)
         except OSError as exc:
             raise JobError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
         try:
@@ -107,6 +126,53 @@ def connect(cluster_spec: dict[str, Any], scheduler: str | None = None) -> Itera
     finally:
         client.close()
         cluster.close()
+
+
+#: addresses this process has already warned about (the warning is given once per address)
+_WARNED: set[str] = set()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an IP address) is this machine's loopback interface only."""
+    host = host.strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+
+
+def plain_tcp_warning(address: str) -> str | None:
+    """The warning for sending work over plain TCP to ``address``, or None (TLS, loopback)."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        host = parse_host_port(location)[0] if scheme in ("tcp", "ws") else ""
+    except ValueError:
+        return None  # distributed reports the malformed address itself
+    if scheme not in ("tcp", "ws"):
+        return None  # tls://, wss://, inproc://, ucx:// ...: encrypted, or not a network socket
+    if is_loopback(host):
+        return None
+    return (f"gramdist: warning: sending the job over plain TCP to {address}: anyone who can reach "
+            "that scheduler can run code on its workers as their user and read or change every store "
+            "they can write; use TLS (`gramdist certs DIR`, then tls:// with --tls-dir DIR; see "
+            "deploy/README.md) or reach it through an SSH tunnel to 127.0.0.1")
+
+
+def warn_plain_tcp(address: str) -> None:
+    """Print :func:`plain_tcp_warning` on stderr, once per address and process."""
+    if address in _WARNED:
+        return
+    message = plain_tcp_warning(address)
+    if message:
+        _WARNED.add(address)
+        print(message, file=sys.stderr, flush=True)
 
 
 def worker_malloc_environ() -> dict[str, Any]:

@@ -50,10 +50,11 @@ def store_path_for(job: dict[str, Any], out: str | None) -> str:
 
 def run_grid(job: dict[str, Any], *, out: str | None = None, scheduler: str | None = None, client: Any = None,
              overwrite: bool = False, progress: steps.Progress = True,
-             log: steps.Log | None = None) -> list[tuple[str, RunResult]]:
+             log: steps.Log | None = None, job_id: str | None = None) -> list[tuple[str, RunResult]]:
     """Run a job, or each setting of its grid into ``<out>/<setting>.zarr`` on one cluster.
 
     Returns ``(setting name, result)`` pairs; the name is ``""`` for a job without a grid.
+    ``job_id``: see :func:`run_job`.
     """
     from gramdist.jobs import expand_grid
 
@@ -61,7 +62,7 @@ def run_grid(job: dict[str, Any], *, out: str | None = None, scheduler: str | No
     settings = expand_grid(job)
     if len(settings) == 1 and not settings[0][0]:
         return [("", run_job(settings[0][1], out=out, scheduler=scheduler, client=client, overwrite=overwrite,
-                             progress=progress, log=log))]
+                             progress=progress, log=log, job_id=job_id))]
     folder = Path(out or job.get("output") or f"{job['_job_name']}")
     folder.mkdir(parents=True, exist_ok=True)
     results = []
@@ -69,7 +70,7 @@ def run_grid(job: dict[str, Any], *, out: str | None = None, scheduler: str | No
         for name, sub in settings:
             log(f"gramdist: grid setting {name}")
             results.append((name, run_job(sub, out=str(folder / f"{name}.zarr"), client=client,
-                                          overwrite=overwrite, progress=progress, log=log)))
+                                          overwrite=overwrite, progress=progress, log=log, job_id=job_id)))
     return results
 
 
@@ -82,6 +83,7 @@ def run_job(
     overwrite: bool = False,
     progress: steps.Progress = True,
     log: steps.Log | None = None,
+    job_id: str | None = None,
 ) -> RunResult:
     """Run one (grid-free) job into its store; resume it if the store exists.
 
@@ -95,13 +97,16 @@ def run_job(
     progress : a progress bar on stderr (True), none (False), or ``callback(done, total)``
         called after each tile (an exception it raises stops the run, resumably).
     log : where to print status lines (default: stderr).
+    job_id : the id of the detached job (``gramdist submit``) this run is; its store lock
+        carries it, so that the job's orchestrator restarted on another worker takes over
+        the lock its dead predecessor left (see :mod:`gramdist.engine.detached`).
     """
     log = log or steps.stderr_log
     t_start = time.perf_counter()
     plan = steps.plan_job(job)
     path = store_path_for(job, out)
     steps.check_output_location(path, plan.grid.n_rows, plan.grid.n_cols)
-    with StoreLock(path, log=log):
+    with StoreLock(path, job_id=job_id, log=log):
         return _run_locked(plan, job, path, scheduler, client, overwrite, progress, log, t_start)
 
 
