@@ -272,6 +272,8 @@ def open_existing_store(plan: GramPlan, path: str, overwrite: bool) -> Any | Non
             f"{path}: store was made by a different job ({', '.join(diff)} differ); "
             "choose another --out or pass --overwrite"
         )
+    if st.upgrade_store(path):  # a store of an older gramdist: its metadata, as this one writes it
+        root = st.open_store(path, mode="r+")
     return root
 
 
@@ -339,10 +341,23 @@ class Embedded:
         return "r" if symmetric else "c"
 
 
+@dataclass
+class ColumnCache:
+    """Futures of the column graphs' chunk embeddings and K(g, g), kept across computations
+    that share the fitted state, the column graphs and the tile size (a transformer's training
+    graphs: embedded once at ``fit``, reused by every ``transform``). :func:`embed` takes a
+    chunk from here when it has it and puts there every column chunk it submits."""
+
+    tile: int
+    chunks: dict[int, Any] = field(default_factory=dict)
+    diag: dict[int, Any] = field(default_factory=dict)
+
+
 def embed(ex: Executor, plan: GramPlan, state_f: Any, sink: Sink, todo: list[tuple[int, int]],
-          token: str) -> Embedded:
+          token: str, cache: ColumnCache | None = None) -> Embedded:
     """Submit the embeddings of every chunk a tile in ``todo`` needs (every chunk when the
-    diagonal is still to compute), their K(g, g), and the kernel's counters."""
+    diagonal is still to compute), their K(g, g), and the kernel's counters; column chunks
+    (rows too when symmetric) come from ``cache`` where it holds them."""
     grid, kernel = plan.grid, plan.kernel
     n_row_chunks, n_col_chunks = grid.shape
     need_diag = not sink.has_diag()
@@ -350,22 +365,40 @@ def embed(ex: Executor, plan: GramPlan, state_f: Any, sink: Sink, todo: list[tup
     col_needed = set(range(n_col_chunks)) if need_diag else {j for _, j in todo}
     if grid.symmetric:
         row_needed |= col_needed
+    if cache is not None and cache.tile != grid.tile:
+        raise ValueError(f"column cache of tile {cache.tile} used with tile {grid.tile}")
 
     def submit(batch: GraphBatch, rng: tuple[int, int], tag: str) -> Any:
         return ex.submit(tasks.embed_task, kernel, state_f, batch[rng[0]:rng[1]], key=f"embed-{tag}-{token}",
                          spread=True)
 
+    def column(j: int, tag: str) -> Any:
+        if cache is None:
+            return submit(plan.cols, grid.col_range(j), tag)
+        if j not in cache.chunks:
+            cache.chunks[j] = submit(plan.cols, grid.col_range(j), tag)
+        return cache.chunks[j]
+
     started = time.perf_counter()
-    rows = {i: submit(plan.rows, grid.row_range(i), f"r{i}") for i in sorted(row_needed)}
-    cols = rows if grid.symmetric else {j: submit(plan.cols, grid.col_range(j), f"c{j}")
-                                        for j in sorted(col_needed)}
+    if grid.symmetric:
+        rows = {i: column(i, f"r{i}") for i in sorted(row_needed)}
+        cols = rows
+    else:
+        rows = {i: submit(plan.rows, grid.row_range(i), f"r{i}") for i in sorted(row_needed)}
+        cols = {j: column(j, f"c{j}") for j in sorted(col_needed)}
     # K(g, g) of each chunk stays a future that tiles take as an argument: a tile starts as
     # soon as its two embeddings are ready instead of after a gather of the whole diagonal
     diag: dict[tuple[str, int], Any] = {}
     if need_diag:
         for side, embs in (("r", rows), ("c", {} if grid.symmetric else cols)):
+            cached = cache is not None and (side == "c" or grid.symmetric)
             for c in sorted(embs):
+                if cached and c in cache.diag:
+                    diag[(side, c)] = cache.diag[c]
+                    continue
                 diag[(side, c)] = ex.submit(tasks.diag_task, kernel, state_f, embs[c], key=f"diag-{side}{c}-{token}")
+                if cached:
+                    cache.diag[c] = diag[(side, c)]
     counts = []
     if type(kernel).embedding_counts is not GraphKernel.embedding_counts:
         counts = [ex.submit(tasks.embedding_counts_task, kernel, f, key=f"counts-{side}{c}-{token}")
