@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gramdist.errors import DatasetError, GramdistError, JobError, StoreError, TileError
+from gramdist.errors import DatasetError, GramdistError, InputError, JobError, StoreError, TileError
 from gramdist.graphs import Graph, GraphBatch
 
 __version__ = "0.1.0"
@@ -18,7 +18,16 @@ def open_gram(store: str, *, as_dask: bool = False, allow_incomplete: bool = Fal
     return _open(store, as_dask=as_dask, allow_incomplete=allow_incomplete)
 
 
+def __getattr__(name: str):
+    # the scikit-learn front end, imported on first use so that ``import gramdist`` stays light
+    if name in ("GramTransformer", "compute_gram"):
+        from gramdist import estimator
+
+        return getattr(estimator, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
-    "DatasetError", "GramdistError", "Graph", "GraphBatch", "JobError", "StoreError", "TileError",
-    "__version__", "open_gram",
+    "DatasetError", "GramTransformer", "GramdistError", "Graph", "GraphBatch", "InputError", "JobError",
+    "StoreError", "TileError", "__version__", "compute_gram", "open_gram",
 ]

@@ -34,6 +34,7 @@ def from_networkx(
     edge_attr: str | None = None,
     y: str | Sequence | np.ndarray | None = None,
     name: str = "networkx",
+    codes: dict[str, dict] | None = None,
 ) -> GraphBatch:
     """Build a batch from NetworkX graphs.
 
@@ -51,6 +52,12 @@ def from_networkx(
         Graph class labels: a key of ``G.graph``, or one value per graph.
     name : str
         Name given to the batch.
+    codes : dict or None
+        Integer codes of non-integer labels learned from earlier graphs, ``{"node label":
+        {value: code}, "edge label": {...}}``, extended in place with the values first seen
+        here (codes after the known ones, in sorted order). Pass the mapping filled while
+        converting the training graphs when converting test graphs, so that a label keeps its
+        code; ``None`` codes each call's values from 0 on their own.
 
     Returns
     -------
@@ -100,9 +107,9 @@ def from_networkx(
     return GraphBatch.from_graphs(
         edge_lists,
         n_nodes,
-        node_labels=None if node_label is None else _encode(nl_raw, "node label"),
+        node_labels=None if node_label is None else _encode(nl_raw, "node label", codes),
         node_attrs=None if node_attr is None else _floats(na_raw, n_nodes, "node attribute"),
-        edge_labels=None if edge_label is None else _encode(el_raw, "edge label"),
+        edge_labels=None if edge_label is None else _encode(el_raw, "edge label", codes),
         edge_attrs=None if edge_attr is None else _floats(ea_raw, [len(e) for e in edge_lists], "edge attribute"),
         y=y,
         name=name,
@@ -116,18 +123,20 @@ def _get(data: dict, key: str, where: str):
         raise DatasetError(f"from_networkx: {where} has no {key!r}") from None
 
 
-def _encode(per_graph: list[list], what: str) -> list[np.ndarray]:
-    """Integer codes per graph: integers as given, anything else by sorted distinct value."""
+def _encode(per_graph: list[list], what: str, codes: dict[str, dict] | None = None) -> list[np.ndarray]:
+    """Integer codes per graph: integers as given, anything else by sorted distinct value
+    (after the codes already in ``codes[what]``, which is extended in place)."""
     flat = [v for vals in per_graph for v in vals]
-    if all(isinstance(v, Integral) and not isinstance(v, bool) for v in flat):
+    known = {} if codes is None else codes.setdefault(what, {})
+    if not known and all(isinstance(v, Integral) and not isinstance(v, bool) for v in flat):
         return [np.asarray(vals, dtype=np.int64) for vals in per_graph]
-    distinct = set(flat)
+    distinct = set(flat) - known.keys()
     try:
         ordered = sorted(distinct)
     except TypeError:
         ordered = sorted(distinct, key=repr)
-    code = {v: i for i, v in enumerate(ordered)}
-    return [np.array([code[v] for v in vals], dtype=np.int64) for vals in per_graph]
+    known.update({v: len(known) + i for i, v in enumerate(ordered)})
+    return [np.array([known[v] for v in vals], dtype=np.int64) for vals in per_graph]
 
 
 def _floats(per_graph: list[list], counts: list[int], what: str) -> list[np.ndarray]:

@@ -227,18 +227,22 @@ def executor_for(n_entries: int, *, client: Any = None, in_process: bool | str =
     """
     from gramdist.engine.executor import DaskExecutor, InlineExecutor
 
+    if runs_in_process(n_entries, client=client, in_process=in_process):
+        return InlineExecutor()
+    if client is not None:
+        return DaskExecutor(_address_client(client) if isinstance(client, str) else client)
+    return DaskExecutor(active_client() or shared_client())
+
+
+def runs_in_process(n_entries: int, *, client: Any = None, in_process: bool | str = "auto") -> bool:
+    """Whether :func:`executor_for` would run in this process (it starts and connects to nothing)."""
     if in_process not in (True, False, "auto"):
         raise JobError(f"in_process must be True, False or 'auto', got {in_process!r}")
-    if client is not None and in_process is not True:
-        return DaskExecutor(_address_client(client) if isinstance(client, str) else client)
     if in_process is True:
-        return InlineExecutor()
-    active = active_client()
-    if active is not None:
-        return DaskExecutor(active)
-    if in_process == "auto" and n_entries <= IN_PROCESS_MAX_ENTRIES:
-        return InlineExecutor()
-    return DaskExecutor(shared_client())
+        return True
+    if client is not None or active_client() is not None:
+        return False
+    return in_process == "auto" and n_entries <= IN_PROCESS_MAX_ENTRIES
 
 
 def _address_client(address: str) -> Any:

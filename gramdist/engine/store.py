@@ -260,9 +260,19 @@ def read_state(path: str | os.PathLike) -> KernelState:
     return KernelState.from_store_parts(arrays, group.attrs.get("kernel_attrs", {}))
 
 
-@lru_cache(maxsize=8)
 def gram_array(path: str) -> zarr.Array:
-    """The ``gram`` array of a store, opened once per worker process for tile writes."""
+    """The ``gram`` array of a store, opened once per worker process for tile writes.
+
+    Keyed by the identity of its metadata file too: a process that outlives one store (the
+    Python front end's shared cluster, or this process) never writes with the chunking or
+    codecs of an earlier store that was overwritten at the same path.
+    """
+    meta = os.stat(Path(path) / "gram" / "zarr.json")
+    return _open_gram_array(path, meta.st_ino, meta.st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _open_gram_array(path: str, inode: int, mtime_ns: int) -> zarr.Array:
     return zarr.open_array(path, path="gram", mode="r+")
 
 
