@@ -28,3 +28,12 @@ def test_example_runs(script, tmp_path):
 
 def test_there_are_examples():
     assert any(p.name == "networkx_gridsearch.py" for p in EXAMPLES)
+
+
+def test_readme_from_python_snippet_runs(tmp_path):
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## From Python", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert 0.8 < float(out.stdout.strip()) <= 1.0  # the test accuracy it prints
