@@ -11,9 +11,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import dask
-
 from gramdist.errors import JobError
+from gramdist.lazy import lazy_import
+
+dask = lazy_import("dask")  # on first use: in-process runs never start Dask
 
 
 def make_security(spec: dict[str, Any] | None) -> Any:

@@ -202,7 +202,10 @@ class MemorySink:
 
     def __init__(self, grid: st.TileGrid) -> None:
         self.grid = grid
-        self.gram = np.zeros((grid.n_rows, grid.n_cols), dtype=np.float64)
+        # one tile covering the Gram is the Gram: kept as computed, not copied into a fresh
+        # array (for NCI1's 4110 graphs the copy's page faults cost more than WL's arithmetic)
+        self._whole = grid.shape == (1, 1)
+        self.gram = None if self._whole else np.zeros((grid.n_rows, grid.n_cols), dtype=np.float64)
         self.mask = np.zeros(grid.shape, dtype=bool)
         self.diag_rows: np.ndarray | None = None
         self.diag_cols: np.ndarray | None = None
@@ -218,6 +221,10 @@ class MemorySink:
 
     def tile_done(self, tile: tuple[int, int], checksum: int, block: np.ndarray | None) -> None:
         i, j = tile
+        if self._whole:
+            self.gram = block
+            self.mask[tile] = True
+            return
         (r0, r1), (c0, c1) = self.grid.row_range(i), self.grid.col_range(j)
         self.gram[r0:r1, c0:c1] = block
         if self.grid.symmetric and i != j:

@@ -42,11 +42,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import zarr
-import zarr.codecs
 
 from gramdist.errors import StoreError
 from gramdist.kernels.base import KernelState, as_jsonable
+from gramdist.lazy import lazy_import
+
+# imported on first use (with its codecs): a Gram computed in memory never touches a store
+zarr = lazy_import("zarr")
 
 #: Dimension names of the root arrays: the graph-indexed vectors share their axis of the Gram
 #: and are named after the array of ids on it, which xarray makes the axis' index.
@@ -111,7 +113,7 @@ def create_store(
     # Blosc LZ4 with byte shuffle: a float64 Gram's exponent bytes compress, its mantissas
     # hardly; measured here it writes a 2 MiB tile ~2x faster than Zstd level 1 (5.7 vs 13.6 ms,
     # multi-threaded) and stores it smaller (87% vs 92% of raw on a normalised WL Gram).
-    compressors = (zarr.codecs.BloscCodec(cname="lz4", clevel=min(compression_level, 9), shuffle="shuffle",
+    compressors = (lazy_import("zarr.codecs").BloscCodec(cname="lz4", clevel=min(compression_level, 9), shuffle="shuffle",
                                           typesize=8)
                    if compression_level > 0 else None)
     root.create_array(
