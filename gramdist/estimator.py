@@ -106,9 +106,8 @@ class GramTransformer(TransformerMixin, BaseEstimator):
     label_codes_ : dict
         Integer codes of non-integer networkx labels seen at ``fit``.
     notes_ : list of str
-        The kernel's notes about the last computation (e.g. cap hits), also logged when verbose.
-    store_ : str or None
-        The store of the last ``fit_transform`` / ``transform`` with ``store``.
+        The kernel's notes about the fit and the training Gram (e.g. cap hits); a verbose
+        transformer also logs the notes of each ``transform``.
 
     Notes
     -----
@@ -179,13 +178,14 @@ class GramTransformer(TransformerMixin, BaseEstimator):
         """
         if self.store is None:
             self.fit(X, y)
-            return self._gram_in_memory(self.train_, symmetric=True)
+            gram, self.notes_ = self._gram_in_memory(self.train_, symmetric=True)
+            return gram
         from gramdist.engine.store import read_state
 
         self._begin_fit(X, y)
         self._cache = None
         path = str(self.store)
-        self._run_into_store(self._plan(self.train_), path, self.n_train_ ** 2)
+        self.notes_ = self._run_into_store(self._plan(self.train_), path, self.n_train_ ** 2)
         self.state_ = read_state(path)
         return self._open(path)
 
@@ -202,7 +202,7 @@ class GramTransformer(TransformerMixin, BaseEstimator):
         batch = self._graphs(X, codes={k: dict(v) for k, v in self.label_codes_.items()})
         symmetric = _same_graphs(batch, self.train_)
         if self.store is None:
-            return self._gram_in_memory(batch, symmetric)
+            return self._gram_in_memory(batch, symmetric)[0]
         if symmetric:
             path = str(self.store)
             self._run_into_store(self._plan(self.train_), path, self.n_train_ ** 2)
@@ -255,7 +255,6 @@ class GramTransformer(TransformerMixin, BaseEstimator):
         self.label_codes_ = codes
         self.tile_size_ = self._tile(len(batch))
         self.notes_ = []
-        self.store_ = None
 
     def _check_params(self) -> None:
         def positive_int(value: Any) -> bool:
@@ -317,25 +316,20 @@ class GramTransformer(TransformerMixin, BaseEstimator):
                          dataset_spec=self._spec(cols), test_spec=None if rows is None else self._spec(rows),
                          job=self._job())
 
-    def _gram_in_memory(self, rows: GraphBatch, symmetric: bool) -> np.ndarray:
+    def _gram_in_memory(self, rows: GraphBatch, symmetric: bool) -> tuple[np.ndarray, list[str]]:
         from gramdist.engine.executor import DaskExecutor, InlineExecutor
         from gramdist.engine.runner import compute_in_memory
 
         plan = self._plan(self.train_, None if symmetric else rows)
         ex = self._executor(plan.grid.n_rows * plan.grid.n_cols)
         inline = isinstance(ex, InlineExecutor)
-        if inline and getattr(self, "_cache", None) is None:
-            from gramdist.engine import steps
-
-            self._cache = steps.ColumnCache(self.tile_size_)
         if isinstance(ex, DaskExecutor):
             ex.warm_up(type(self.kernel_).__module__)
         result = compute_in_memory(ex, plan, state=self.state_, progress=bool(self.verbose), log=self._log(),
-                                   cache=self._cache if inline else None)
-        self.notes_ = result.notes
-        return result.gram
+                                   cache=getattr(self, "_cache", None) if inline else None)
+        return result.gram, result.notes
 
-    def _run_into_store(self, plan: Any, path: str, n_entries: int) -> None:
+    def _run_into_store(self, plan: Any, path: str, n_entries: int) -> list[str]:
         from gramdist.engine.runner import run_plan
 
         executor = contextlib.nullcontext(self._executor(n_entries))
@@ -345,8 +339,7 @@ class GramTransformer(TransformerMixin, BaseEstimator):
             from gramdist.errors import StoreError
 
             raise StoreError(f"{path}: incomplete; call again to resume")
-        self.notes_ = result.notes
-        self.store_ = path
+        return result.notes
 
     def _transform_store(self, rows: GraphBatch) -> str:
         base = Path(self.store)

@@ -169,14 +169,23 @@ def test_bad_parameters_fail_at_fit_with_the_name(mutag, dataset_dir):
         GramTransformer().fit(mutag, [0, 1, 0])
 
 
-# scikit-learn's common checks: the ones that do not feed a numeric matrix as X apply to a
-# transformer of graphs. The others (fit/transform on random 2-D float arrays, dtype, NaN,
-# sparse and pandas input, n_features_in_) test array validation that has no meaning here:
-# GramTransformer refuses numeric arrays with an InputError (checked below).
+# scikit-learn's common checks. check_estimator(GramTransformer()) itself runs only
+# check_estimator_cloneable: the input tags say X is no 2-D array, so it skips the rest. The ones
+# below do not feed X as a numeric matrix and apply as they are. The others fit on random float
+# arrays (fit_score_takes_y, estimators_overwrite_params, dont_overwrite_parameters,
+# estimators_fit_returns_self, readonly_memmap_input, n_features_in*, dtypes, complex_data,
+# dtype_object, empty_data_messages, pipeline_consistency, nan_inf, sparse_*, estimators_pickle,
+# f_contiguous_array_estimator, transformer_data_not_an_array, transformer_general,
+# methods_sample_order_invariance, methods_subset_invariance, fit2d_*, dict_unchanged,
+# fit_idempotent, fit_check_is_fitted): array validation has no meaning for graphs, and
+# GramTransformer refuses a numeric array with an InputError (tested below). Those that test
+# behaviour are redone on graphs in test_sklearn_checks_redone_on_graphs.
 APPLICABLE_CHECKS = ("check_parameters_default_constructible", "check_no_attributes_set_in_init",
                      "check_get_params_invariance", "check_set_params", "check_estimator_repr",
                      "check_estimator_cloneable", "check_estimator_tags_renamed", "check_valid_tag_types",
-                     "check_mixin_order", "check_do_not_raise_errors_in_init_or_set_params")
+                     "check_mixin_order", "check_do_not_raise_errors_in_init_or_set_params",
+                     "check_estimators_unfitted", "check_transformers_unfitted", "check_transformer_n_iter",
+                     "check_fit1d")
 
 
 @pytest.mark.parametrize("check_name", APPLICABLE_CHECKS)
@@ -185,6 +194,27 @@ def test_sklearn_estimator_checks_that_apply(check_name):
 
     check = getattr(estimator_checks, check_name)
     check(type(GramTransformer()).__name__, GramTransformer())
+
+
+def test_sklearn_checks_redone_on_graphs(small):
+    """fit returns self and leaves the parameters alone, transform leaves the estimator alone,
+    results do not depend on the order or the company of the transformed graphs, refits are
+    idempotent, and the fitted estimator passes check_is_fitted."""
+    from sklearn.utils.validation import check_is_fitted
+
+    gt = GramTransformer(WLSubtreeKernel(h=2), normalize=True, tile_size=8)
+    params = clone(gt).get_params(deep=True)
+    assert gt.fit(small[:30]) is gt
+    check_is_fitted(gt)
+    after = gt.get_params(deep=True)
+    assert {k: v for k, v in after.items() if k != "kernel"} == {k: v for k, v in params.items() if k != "kernel"}
+    before = dict(gt.__dict__)
+    K = gt.transform(small[30:])
+    assert gt.__dict__.keys() == before.keys() and all(gt.__dict__[k] is before[k] for k in before)
+    order = np.random.default_rng(0).permutation(10)
+    assert np.array_equal(gt.transform(small[30:][order]), K[order])  # sample order invariance
+    assert np.array_equal(gt.transform(small[33:36]), K[3:6])  # subset invariance
+    assert np.array_equal(clone(gt).fit(small[:30]).transform(small[30:]), K)  # idempotent refit
 
 
 def test_numeric_arrays_are_refused_as_graphs():
@@ -271,7 +301,8 @@ def test_store_mode_writes_like_gramdist_run_and_returns_dask(mutag, tmp_path, d
     T = gt.transform(mutag[150:])
     assert isinstance(T, da.Array) and T.shape == (38, 150)
     assert np.array_equal(T.compute(), in_memory.transform(mutag[150:]))
-    assert gt.store_.startswith(str(tmp_path / "train.transform-")) and store_info(gt.store_)["complete"]
+    (written,) = tmp_path.glob("train.transform-*.zarr")
+    assert store_info(written)["complete"] and store_info(written)["shape"] == [38, 150]
     # resumable: a damaged tile, unmarked by `verify --repair`, is recomputed by the next call alone
     chunk = path / "gram" / "c" / "0" / "1"
     untouched = path / "gram" / "c" / "2" / "2"
