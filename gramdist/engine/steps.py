@@ -98,13 +98,15 @@ def plan_gram(kernel: GraphKernel, cols: GraphBatch, rows: GraphBatch | None = N
     if len(rows) == 0:
         raise JobError("the test dataset has no graphs")
     grid = st.TileGrid(len(rows), len(cols), int(tile_size), symmetric)
+    cols_sum = cols.checksum()
+    rows_sum = None if symmetric else rows.checksum()
     attrs = {
         "gramdist_version": gramdist.__version__,
         "kernel": {"name": kernel.name, "params": kernel.get_params()},
-        "dataset": _dataset_attrs(dataset_spec, cols),
-        "dataset_checksum": cols.checksum(),
-        "test_dataset": None if symmetric else _dataset_attrs(test_spec, rows),
-        "test_checksum": None if symmetric else rows.checksum(),
+        "dataset": _dataset_attrs(dataset_spec, cols, cols_sum),
+        "dataset_checksum": cols_sum,
+        "test_dataset": None if symmetric else _dataset_attrs(test_spec, rows, rows_sum),
+        "test_checksum": rows_sum,
         "fit": {"sample_size": fit.get("sample_size"), "seed": fit.get("seed", 0),
                 "from_store": fit.get("from_store")},
         "tile_size": int(tile_size),
@@ -137,8 +139,8 @@ def plan_job(job: dict[str, Any]) -> GramPlan:
     return plan
 
 
-def _dataset_attrs(spec: Any, graphs: GraphBatch) -> dict[str, Any]:
-    return {"spec": spec, "name": graphs.name, "n_graphs": len(graphs), "checksum": graphs.checksum()}
+def _dataset_attrs(spec: Any, graphs: GraphBatch, checksum: str) -> dict[str, Any]:
+    return {"spec": spec, "name": graphs.name, "n_graphs": len(graphs), "checksum": checksum}
 
 
 def fit_sample_indices(n_graphs: int, sample_size: int | None, seed: int) -> np.ndarray:
