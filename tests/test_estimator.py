@@ -332,3 +332,15 @@ def test_compute_gram_shortcut(mutag, tmp_path, dataset_dir):
     assert np.array_equal(compute_gram(mutag, WLSubtreeKernel(h=2), normalize=True), K)
     with pytest.raises(ValueError, match="unknown parameter"):
         compute_gram(mutag, WLSubtreeKernel(h=2), h=3)
+
+
+def test_grid_search_over_mlg_eta(small):
+    from gramdist.kernels import MLGKernel
+
+    y = np.arange(len(small)) % 2
+    search = GridSearchCV(Pipeline([("gram", GramTransformer(MLGKernel(levels=2, n_samples=10), normalize=True)),
+                                    ("svc", SVC(kernel="precomputed"))]),
+                          {"gram__kernel__eta": [0.1, 1.0], "svc__C": [1.0, 10.0]}, cv=3, error_score="raise")
+    search.fit(small, y)
+    assert set(search.cv_results_["param_gram__kernel__eta"]) == {0.1, 1.0}
+    assert search.best_estimator_.named_steps["gram"].kernel_.eta == search.best_params_["gram__kernel__eta"]
