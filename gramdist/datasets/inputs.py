@@ -26,7 +26,7 @@ import importlib
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,8 @@ def as_graph_batch(
     DatasetError
         A folder or dataset that cannot be read (the message names the file and line).
     """
+    if isinstance(X, Iterator):
+        X = list(X)  # a generator is read once: by whichever check below takes it
     molecules = _molecule_module()
     if molecules is not None and molecules.is_molecule_input(X):
         return molecules.molecules_to_batch(X, **dict(input_options or {}))
