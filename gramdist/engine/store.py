@@ -437,22 +437,27 @@ def missing_dimension_names(store: str | os.PathLike) -> list[str]:
     """Arrays of a store whose metadata lacks the dimension names this version writes (stores
     of gramdist 0.1.0), and ``graph_ids_cols`` when a symmetric store lacks it."""
     root = open_store(store)
-    out = [f"state/{name}" for name, arr in _state_arrays(root)
-           if tuple(arr.metadata.dimension_names or ()) != _state_dimensions(name, arr.ndim)]
-    for name, dims in DIMENSIONS.items():
-        if name in root:
-            if tuple(root[name].metadata.dimension_names or ()) != dims:
-                out.append(name)
-        elif name == "graph_ids_cols" and "graph_ids" in root:
-            out.append(name)
+    out = []
+    for path, dims in [*((f"state/{name}", None) for name in _state_array_names(root)), *DIMENSIONS.items()]:
+        try:
+            if path not in root:
+                if path == "graph_ids_cols" and "graph_ids" in root:
+                    out.append(path)
+                continue
+            arr = root[path]
+            want = dims or _state_dimensions(path.split("/", 1)[1], arr.ndim)
+            if tuple(arr.metadata.dimension_names or ()) != want:
+                out.append(path)
+        except Exception:  # noqa: BLE001 - metadata zarr cannot decode: reported where it is read, not here
+            continue
     return sorted(out)
 
 
-def _state_arrays(root: zarr.Group) -> list[tuple[str, zarr.Array]]:
-    if "state" not in root:
+def _state_array_names(root: zarr.Group) -> list[str]:
+    try:
+        return list(root["state"].attrs.get("arrays", [])) if "state" in root else []
+    except Exception:  # noqa: BLE001 - an undecodable state group: read_state reports it
         return []
-    group = root["state"]
-    return [(name, group[name]) for name in group.attrs.get("arrays", []) if name in group]
 
 
 def upgrade_store(store: str | os.PathLike) -> list[str]:
