@@ -164,7 +164,10 @@ class GramTransformer(TransformerMixin, BaseEstimator):
         self._begin_fit(X, y)
         plan = self._plan(self.train_)
         ex = self._executor(self.n_train_ ** 2)
-        self._cache = steps.ColumnCache(self.tile_size_) if isinstance(ex, InlineExecutor) else None
+        # the training graphs' embeddings are kept for transform where they are plain values:
+        # in this process (a cluster's futures would not outlive its client) and not for a store
+        keep = isinstance(ex, InlineExecutor) and self.store is None
+        self._cache = steps.ColumnCache(self.tile_size_) if keep else None
         self.state_ = fit_in_memory(ex, plan, log=self._log(), cache=self._cache)
         return self
 

@@ -344,3 +344,13 @@ def test_grid_search_over_mlg_eta(small):
     search.fit(small, y)
     assert set(search.cv_results_["param_gram__kernel__eta"]) == {0.1, 1.0}
     assert search.best_estimator_.named_steps["gram"].kernel_.eta == search.best_params_["gram__kernel__eta"]
+
+
+def test_every_kernel_clones_as_a_nested_estimator():
+    from gramdist.kernels import KERNELS, kernel_class
+
+    for name in KERNELS:
+        kernel = kernel_class(name)()
+        copy = clone(GramTransformer(kernel))
+        assert copy.kernel is not kernel and copy.kernel.get_params() == kernel.get_params(), name
+        assert f"kernel__{kernel.param_names()[0]}" in copy.get_params(deep=True), name
