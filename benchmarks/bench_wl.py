@@ -35,20 +35,12 @@ GRAKEL_SCRIPT = r"""
 import json, sys, time
 import numpy as np
 from gramdist.datasets import load_dataset
-name, h, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+name, h, out, here = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+sys.path.insert(0, here)
+from common import grakel_labelled_graphs
 g = load_dataset(name)
-from grakel import Graph
 from grakel.kernels import WeisfeilerLehman, VertexHistogram
-graphs = []
-for i in range(len(g)):
-    x = g[i]
-    adj = {v: [] for v in range(x.n_nodes)}  # isolated nodes still count
-    for u, v in x.edges.tolist():
-        adj[u].append(v)
-        if u != v:
-            adj[v].append(u)
-    labels = {v: int(l) for v, l in enumerate(x.node_labels)}
-    graphs.append(Graph(adj, node_labels=labels, graph_format="dictionary"))
+graphs = grakel_labelled_graphs(g)
 t = time.perf_counter()
 K = WeisfeilerLehman(n_iter=h, base_graph_kernel=VertexHistogram, normalize=True).fit_transform(graphs)
 kernel_s = time.perf_counter() - t
@@ -66,7 +58,8 @@ def bench(dataset: str, h: int, workdir: Path) -> dict:
     t = last_json_line(ours["stdout"])["timings"]
     ours_kernel = t.get("fit_s", 0) + t["embed_s"] + t["tiles_s"]
     gk_out = workdir / f"{dataset}-grakel.npy"
-    theirs = run_measured([sys.executable, "-c", GRAKEL_SCRIPT, dataset, str(h), str(gk_out)])
+    theirs = run_measured([sys.executable, "-c", GRAKEL_SCRIPT, dataset, str(h), str(gk_out),
+                           str(Path(__file__).resolve().parent)])
     if theirs["returncode"]:
         raise SystemExit(theirs["stderr"])
     theirs_kernel = last_json_line(theirs["stdout"])["kernel_s"]

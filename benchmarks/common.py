@@ -79,3 +79,20 @@ def last_json_line(text: str) -> dict:
         if line.startswith("{"):
             return json.loads(line)
     raise ValueError(f"no JSON line in output:\n{text[-2000:]}")
+
+
+def grakel_labelled_graphs(batch) -> list:
+    """GraKeL ``Graph`` objects of a :class:`~gramdist.graphs.GraphBatch`: the same graphs (isolated
+    nodes included, a self-loop once) with the same integer node labels, as WL compares them."""
+    from grakel import Graph
+
+    graphs = []
+    for x in batch:
+        adj = {v: [] for v in range(x.n_nodes)}  # isolated nodes still count
+        for u, v in x.edges.tolist():
+            adj[u].append(v)
+            if u != v:
+                adj[v].append(u)
+        labels = {v: int(lab) for v, lab in enumerate(x.node_labels)}
+        graphs.append(Graph(adj, node_labels=labels, graph_format="dictionary"))
+    return graphs

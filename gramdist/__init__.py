@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gramdist._version import __version__
-from gramdist.errors import DatasetError, GramdistError, JobError, StoreError, TileError
+from gramdist.errors import DatasetError, GramdistError, InputError, JobError, StoreError, TileError
 from gramdist.graphs import Graph, GraphBatch
 
 
@@ -29,7 +29,16 @@ def submit(job, *, out: str | None = None, scheduler: str | None = None, client=
     return _submit(job, out=out, scheduler=scheduler, client=client, overwrite=overwrite, wait=wait)
 
 
+def __getattr__(name: str):
+    # the scikit-learn front end, imported on first use so that ``import gramdist`` stays light
+    if name in ("GramTransformer", "compute_gram"):
+        from gramdist import estimator
+
+        return getattr(estimator, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
-    "DatasetError", "GramdistError", "Graph", "GraphBatch", "JobError", "StoreError", "TileError",
-    "__version__", "open_gram", "submit",
+    "DatasetError", "GramTransformer", "GramdistError", "Graph", "GraphBatch", "InputError", "JobError",
+    "StoreError", "TileError", "__version__", "compute_gram", "open_gram", "submit",
 ]

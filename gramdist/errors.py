@@ -19,6 +19,12 @@ class DatasetError(GramdistError):
     """
 
 
+class InputError(DatasetError, ValueError):
+    """What was given to the Python API as graphs cannot be read as graphs (a mixed list, an
+    empty input, a graph without the named label key); the message names the index. A
+    ``ValueError`` too, as scikit-learn expects of invalid input."""
+
+
 class JobError(GramdistError):
     """An invalid job file, an unknown key, or an out-of-range parameter."""
 

@@ -1,4 +1,4 @@
-"""``gramdist info STORE`` and ``gramdist verify STORE``: describe and check a store."""
+"""``gramdist info``, ``verify`` and ``upgrade``: describe, check and bring up to date a store."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ def register(sub: Any) -> None:
                         help="unmark damaged tiles so that rerunning the job recomputes them")
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(func=cmd_verify)
+
+    upgrade = sub.add_parser("upgrade", help="add the metadata a store of an older gramdist lacks "
+                             "(dimension names, for xarray); the Gram itself is not touched")
+    upgrade.add_argument("store")
+    upgrade.set_defaults(func=cmd_upgrade)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -45,6 +50,21 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"version:   {info['gramdist_version']}")
     if info["stats"]:
         print(f"timings:   {info['stats']}")
+    if info["needs_upgrade"]:
+        print(f"upgrade:   made by gramdist {info['gramdist_version']}: its arrays lack dimension names, so "
+              f"xarray cannot open it; `gramdist upgrade {info['store']}` adds them (metadata only)")
+    return 0
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    from gramdist.engine.lock import StoreLock
+    from gramdist.engine.store import open_store, upgrade_store
+
+    open_store(args.store)  # a clear error for a path that is no store, before taking its lock
+    with StoreLock(args.store, log=lambda m: None):
+        changed = upgrade_store(args.store)
+    print(f"{args.store}: added dimension names to {', '.join(changed)}" if changed
+          else f"{args.store}: already up to date")
     return 0
 
 

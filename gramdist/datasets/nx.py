@@ -21,7 +21,7 @@ from numbers import Integral
 import numpy as np
 
 from gramdist.errors import DatasetError
-from gramdist.graphs import GraphBatch, canonical_edges
+from gramdist.graphs import GraphBatch
 
 __all__ = ["from_networkx", "to_networkx"]
 
@@ -34,6 +34,7 @@ def from_networkx(
     edge_attr: str | None = None,
     y: str | Sequence | np.ndarray | None = None,
     name: str = "networkx",
+    codes: dict[str, dict] | None = None,
 ) -> GraphBatch:
     """Build a batch from NetworkX graphs.
 
@@ -51,6 +52,12 @@ def from_networkx(
         Graph class labels: a key of ``G.graph``, or one value per graph.
     name : str
         Name given to the batch.
+    codes : dict or None
+        Integer codes of non-integer labels learned from earlier graphs, ``{"node label":
+        {value: code}, "edge label": {...}}``, extended in place with the values first seen
+        here (codes after the known ones, in sorted order). Pass the mapping filled while
+        converting the training graphs when converting test graphs, so that a label keeps its
+        code; ``None`` codes each call's values from 0 on their own.
 
     Returns
     -------
@@ -66,21 +73,27 @@ def from_networkx(
     graphs = list(graphs)
     if not graphs:
         raise DatasetError("from_networkx: no graphs given")
-    edge_lists, n_nodes = [], []
+    src: list[int] = []
+    dst: list[int] = []
+    n_nodes, n_arcs = [], []
     nl_raw, na_raw, el_raw, ea_raw = [], [], [], []
     for gi, g in enumerate(graphs):
         index = {v: i for i, v in enumerate(g.nodes)}
         n_nodes.append(len(index))
-        edge_data = list(g.edges(data=True))
-        edge_lists.append(np.array([(index[u], index[v]) for u, v, _ in edge_data], dtype=np.int64).reshape(-1, 2))
+        # a comprehension, not list(): list() first asks the view's len, one more walk of the edges
+        edge_data = [e for e in g.edges(data=True)]  # noqa: C416
+        n_arcs.append(len(edge_data))
+        src.extend(index[u] for u, _, _ in edge_data)
+        dst.extend(index[v] for _, v, _ in edge_data)
+        # the message's repr() only on a miss: these loops run over every node and edge
         if node_label is not None:
-            nl_raw.append([_get(d, node_label, f"graph {gi} node {v!r}") for v, d in g.nodes(data=True)])
+            nl_raw.extend(_node_values(g, node_label, gi))
         if node_attr is not None:
-            na_raw.append([_get(d, node_attr, f"graph {gi} node {v!r}") for v, d in g.nodes(data=True)])
+            na_raw.append(_node_values(g, node_attr, gi))
         if edge_label is not None:
-            el_raw.append([_get(d, edge_label, f"graph {gi} edge ({u!r}, {v!r})") for u, v, d in edge_data])
+            el_raw.extend(_edge_values(edge_data, edge_label, gi))
         if edge_attr is not None:
-            ea_raw.append([_get(d, edge_attr, f"graph {gi} edge ({u!r}, {v!r})") for u, v, d in edge_data])
+            ea_raw.append(_edge_values(edge_data, edge_attr, gi))
 
     if isinstance(y, str):
         y = [_get(g.graph, y, f"graph {gi}") for gi, g in enumerate(graphs)]
@@ -88,25 +101,56 @@ def from_networkx(
         y = np.asarray(y)
         if len(y) != len(graphs):
             raise DatasetError(f"from_networkx: {len(y)} labels in y for {len(graphs)} graphs")
-    # canonical order: each {u, v} once (first occurrence), sorted by (u, v)
-    picks = []
-    for gi, el in enumerate(edge_lists):
-        e, keep = canonical_edges(el)
-        order = np.lexsort((e[:, 1], e[:, 0]))
-        edge_lists[gi] = e[order]
-        picks.append(keep[order])
-    el_raw = [[vals[k] for k in pick] for vals, pick in zip(el_raw, picks)]
-    ea_raw = [[vals[k] for k in pick] for vals, pick in zip(ea_raw, picks)]
-    return GraphBatch.from_graphs(
-        edge_lists,
-        n_nodes,
-        node_labels=None if node_label is None else _encode(nl_raw, "node label"),
-        node_attrs=None if node_attr is None else _floats(na_raw, n_nodes, "node attribute"),
-        edge_labels=None if edge_label is None else _encode(el_raw, "edge label"),
-        edge_attrs=None if edge_attr is None else _floats(ea_raw, [len(e) for e in edge_lists], "edge attribute"),
+    # canonical order, over all graphs at once: each {u, v} once (its first occurrence), sorted
+    # by (u, v) within each graph; a global key (graph, min, max) sorts graph by graph
+    node_offsets = np.zeros(len(graphs) + 1, dtype=np.int64)
+    np.cumsum(n_nodes, out=node_offsets[1:])
+    arc_graph = np.repeat(np.arange(len(graphs), dtype=np.int64), n_arcs)
+    u, v = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    shift = node_offsets[:-1][arc_graph]
+    lo, hi = np.minimum(u, v) + shift, np.maximum(u, v) + shift
+    _, keep = np.unique(lo * max(1, int(node_offsets[-1])) + hi, return_index=True)
+    edge_graph = arc_graph[keep]
+    edge_offsets = np.zeros(len(graphs) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(edge_graph, minlength=len(graphs)), out=edge_offsets[1:])
+    edges = np.stack([lo[keep], hi[keep]], axis=1) - node_offsets[:-1][edge_graph][:, None]
+    n_edges = np.diff(edge_offsets).tolist()
+    if ea_raw:
+        flat = [a for vals in ea_raw for a in vals]
+        kept = [flat[k] for k in keep.tolist()]
+        ea_raw = [kept[a:b] for a, b in zip(edge_offsets[:-1].tolist(), edge_offsets[1:].tolist())]
+    return GraphBatch(
+        node_offsets=node_offsets,
+        edge_offsets=edge_offsets,
+        edges=edges,
+        node_labels=None if node_label is None else _encode([nl_raw], "node label", codes)[0],
+        node_attrs=None if node_attr is None else _stack(_floats(na_raw, n_nodes, "node attribute")),
+        edge_labels=None if edge_label is None else _encode([[el_raw[k] for k in keep.tolist()]], "edge label",
+                                                            codes)[0],
+        edge_attrs=None if edge_attr is None else _stack(_floats(ea_raw, n_edges, "edge attribute")),
         y=y,
         name=name,
     )
+
+
+def _node_values(g, key: str, gi: int) -> list:
+    try:
+        return [d[key] for _, d in g.nodes(data=True)]
+    except KeyError:
+        missing = next(v for v, d in g.nodes(data=True) if key not in d)
+        raise DatasetError(f"from_networkx: graph {gi} node {missing!r} has no {key!r}") from None
+
+
+def _edge_values(edge_data: list, key: str, gi: int) -> list:
+    try:
+        return [d[key] for _, _, d in edge_data]
+    except KeyError:
+        u, v = next((u, v) for u, v, d in edge_data if key not in d)
+        raise DatasetError(f"from_networkx: graph {gi} edge ({u!r}, {v!r}) has no {key!r}") from None
+
+
+def _stack(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros((0, 1))
 
 
 def _get(data: dict, key: str, where: str):
@@ -116,18 +160,20 @@ def _get(data: dict, key: str, where: str):
         raise DatasetError(f"from_networkx: {where} has no {key!r}") from None
 
 
-def _encode(per_graph: list[list], what: str) -> list[np.ndarray]:
-    """Integer codes per graph: integers as given, anything else by sorted distinct value."""
+def _encode(per_graph: list[list], what: str, codes: dict[str, dict] | None = None) -> list[np.ndarray]:
+    """Integer codes per graph: integers as given, anything else by sorted distinct value
+    (after the codes already in ``codes[what]``, which is extended in place)."""
     flat = [v for vals in per_graph for v in vals]
-    if all(isinstance(v, Integral) and not isinstance(v, bool) for v in flat):
+    known = {} if codes is None else codes.setdefault(what, {})
+    if not known and all(isinstance(v, Integral) and not isinstance(v, bool) for v in flat):
         return [np.asarray(vals, dtype=np.int64) for vals in per_graph]
-    distinct = set(flat)
+    distinct = set(flat) - known.keys()
     try:
         ordered = sorted(distinct)
     except TypeError:
         ordered = sorted(distinct, key=repr)
-    code = {v: i for i, v in enumerate(ordered)}
-    return [np.array([code[v] for v in vals], dtype=np.int64) for vals in per_graph]
+    known.update({v: len(known) + i for i, v in enumerate(ordered)})
+    return [np.array([known[v] for v in vals], dtype=np.int64) for vals in per_graph]
 
 
 def _floats(per_graph: list[list], counts: list[int], what: str) -> list[np.ndarray]:

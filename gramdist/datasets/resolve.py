@@ -6,13 +6,17 @@ Search order for ``name`` (the first folder ``<root>/<name>`` that exists wins):
 2. ``../shared/datasets`` relative to the current working directory;
 3. ``../shared/datasets`` relative to the repository root (the parent of the ``gramdist``
    package, when it is a source checkout holding ``pyproject.toml``: an editable install);
-4. the download cache ``$GRAMDIST_CACHE/datasets`` (default ``~/.cache/gramdist/datasets``).
+4. the download cache ``$GRAMDIST_CACHE/datasets`` (default ``~/.cache/gramdist/datasets``);
+5. the datasets built into gramdist (MUTAG and PTC_MR, :mod:`gramdist.datasets.builtin`),
+   extracted into the download cache on first use.
 
 If none holds it, the zip is fetched from ``$GRAMDIST_TU_URL`` (a template with ``{name}``;
 default the TU Dortmund collection, :data:`TU_URL`) into a temporary file in the cache,
 checked to be a zip holding ``NAME_A.txt``, ``NAME_graph_indicator.txt`` and
 ``NAME_graph_labels.txt``, extracted into a temporary folder and renamed into place
 atomically, so a crash or a concurrent download never leaves a half-written dataset.
+``GRAMDIST_OFFLINE=1`` (or ``true``/``yes``) disables downloads: a dataset found nowhere is
+then an error that says so, and nothing touches the network.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from pathlib import Path, PurePosixPath
 
 from gramdist.errors import DatasetError
 
-__all__ = ["TU_URL", "dataset_search_path", "cache_dir", "resolve_dataset", "download_tu"]
+__all__ = ["TU_URL", "cache_dir", "dataset_search_path", "download_tu", "downloads_enabled", "install_zip",
+           "resolve_dataset"]
 
 #: Public zip of each TU dataset; ``$GRAMDIST_TU_URL`` overrides it (tests use a local server).
 TU_URL = "https://www.chrsmrrs.com/graphkerneldatasets/{name}.zip"
@@ -40,6 +45,11 @@ def cache_dir() -> Path:
     """Folder where downloaded datasets are kept: ``$GRAMDIST_CACHE/datasets``."""
     base = os.environ.get("GRAMDIST_CACHE") or Path.home() / ".cache" / "gramdist"
     return Path(base) / "datasets"
+
+
+def downloads_enabled() -> bool:
+    """False when ``$GRAMDIST_OFFLINE`` is set to 1, true or yes (any case)."""
+    return os.environ.get("GRAMDIST_OFFLINE", "").strip().lower() not in ("1", "true", "yes")
 
 
 def dataset_search_path() -> list[Path]:
@@ -67,22 +77,32 @@ def resolve_dataset(name: str, download: bool = True) -> Path:
     name : str
         Dataset name as in the TU collection, e.g. ``"MUTAG"``.
     download : bool
-        Fetch it into the cache when no folder has it (see the module docstring).
+        Fetch it into the cache when no folder has it and it is not built in (see the module
+        docstring); ``GRAMDIST_OFFLINE=1`` turns this off too.
 
     Raises
     ------
     DatasetError
         Invalid name, or not found (listing the folders searched) and not downloadable.
     """
+    from gramdist.datasets.builtin import builtin_zip, extract_builtin
+
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise DatasetError(f"dataset name {name!r} is not a valid TU dataset name")
     roots = dataset_search_path()
     for root in roots:
         if (root / name).is_dir():
             return root / name
-    if not download:
+    if builtin_zip(name) is not None:
+        try:
+            return extract_builtin(name, cache_dir())
+        except OSError:  # an unwritable cache: a private copy for this process
+            return extract_builtin(name, Path(tempfile.mkdtemp(prefix="gramdist-builtin-")))
+    if not download or not downloads_enabled():
+        why = "GRAMDIST_OFFLINE is set" if download else "downloads disabled"
         raise DatasetError(
-            f"dataset {name} not found in {', '.join(str(r) for r in roots)} (downloads disabled)"
+            f"dataset {name} not found in {', '.join(str(r) for r in roots)} ({why}; put its TU folder "
+            "in one of them or in $GRAMDIST_DATA)"
         )
     try:
         return download_tu(name)
@@ -103,7 +123,6 @@ def download_tu(name: str, dest: Path | None = None, timeout: float = 60.0) -> P
     url = os.environ.get("GRAMDIST_TU_URL", TU_URL).format(name=name)
     dest.mkdir(parents=True, exist_ok=True)
     fd, tmp_zip = tempfile.mkstemp(prefix=f".{name}.", suffix=".zip.part", dir=dest)
-    tmp_dir = None
     try:
         try:
             with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
@@ -115,16 +134,31 @@ def download_tu(name: str, dest: Path | None = None, timeout: float = 60.0) -> P
             raise DatasetError(f"{url}: download failed ({reason})") from None
         if not zipfile.is_zipfile(tmp_zip):
             raise DatasetError(f"{url}: the download is not a zip file")
-        tmp_dir = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=dest))
-        _extract(tmp_zip, name, tmp_dir, url)
+        return install_zip(Path(tmp_zip), name, dest, source_label=url)
+    finally:
+        os.unlink(tmp_zip)
+
+
+def install_zip(zip_path: Path, name: str, dest: Path, source_label: str) -> Path:
+    """Extract the TU dataset ``name`` from ``zip_path`` into ``dest / name`` atomically
+    (a temporary folder renamed into place); an existing ``dest / name`` is kept.
+
+    ``source_label`` names the zip in errors (its URL for a download).
+    """
+    target = dest / name
+    if target.is_dir():
+        return target
+    dest.mkdir(parents=True, exist_ok=True)
+    tmp_dir: Path | None = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=dest))
+    try:
+        _extract(str(zip_path), name, tmp_dir, source_label)
         try:
             os.rename(tmp_dir, target)  # atomic on one file system
             tmp_dir = None
         except OSError:
-            if not target.is_dir():  # not a concurrent download that finished first
+            if not target.is_dir():  # not a concurrent extraction that finished first
                 raise
     finally:
-        os.unlink(tmp_zip)
         if tmp_dir is not None:
             shutil.rmtree(tmp_dir, ignore_errors=True)
     return target

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ipaddress
 import logging
 import os
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
-import dask
-
 from gramdist.errors import JobError
+from gramdist.lazy import lazy_import
+
+dask = lazy_import("dask")  # on first use: in-process runs never start Dask
 
 
 def make_security(spec: dict[str, Any] | None) -> Any:
@@ -210,3 +213,116 @@ def _local_cluster(cluster_spec: dict[str, Any], n_workers: int) -> Any:
         # reported once, as a TileError naming it, not again in worker log records
         silence_logs=logging.CRITICAL,
     )
+
+
+# ------------------------------------------------------------------ the Python front end's cluster
+#: Grams of at most this many entries (rows x columns) run in this process when no client is
+#: given or active: 5000 x 5000 graphs, a 200 MB float64 result held here anyway. Up to that
+#: size the fast kernels finish on one core in about the time a LocalCluster takes to start
+#: (measured here: NCI1's 4110 x 4110 WL Gram, h = 5, takes 0.7 s of CPU in process; starting
+#: a two-worker LocalCluster and importing the kernel code on it takes 2-4 s). Above it, the
+#: shared LocalCluster uses every core. ``in_process=`` overrides the choice.
+IN_PROCESS_MAX_ENTRIES = 5000 * 5000
+
+_shared: dict[str, Any] = {}
+_shared_lock = threading.Lock()
+
+
+def active_client() -> Any | None:
+    """The ``distributed.Client`` this process made current (``Client()`` or ``with Client()``),
+    or None. Without ``distributed`` imported there can be none, and it is not imported here."""
+    if "distributed" not in sys.modules:
+        return None
+    from distributed import default_client
+
+    try:
+        client = default_client()
+    except ValueError:
+        return None
+    return client if client.status == "running" else None
+
+
+def shared_client(cluster_spec: dict[str, Any] | None = None) -> Any:
+    """The one embedded LocalCluster's client of this Python process, started on first use.
+
+    Later calls reuse it (no start-up cost); it is closed when the interpreter exits, or by
+    :func:`close_shared_client`. Its client is not made the default, so the user's own Dask
+    computations keep their scheduler. ``cluster_spec`` (``n_workers``, ``threads_per_worker``,
+    ``memory_limit``) applies only to the call that starts it.
+    """
+    with _shared_lock:
+        client = _shared.get("client")
+        if client is not None and client.status == "running":
+            return client
+        _close_shared_locked()
+        from distributed import Client
+
+        spec = cluster_spec or {}
+        with dask.config.set(worker_malloc_environ()):
+            cluster = _local_cluster(spec, spec.get("n_workers") or os.cpu_count() or 1)
+        client = Client(cluster, set_as_default=False)
+        _shared.update(cluster=cluster, client=client)
+        if not _shared.get("atexit"):
+            atexit.register(close_shared_client)
+            _shared["atexit"] = True
+        return client
+
+
+def close_shared_client() -> None:
+    """Close the shared LocalCluster (the next :func:`shared_client` starts a new one)."""
+    with _shared_lock:
+        _close_shared_locked()
+
+
+def _close_shared_locked() -> None:
+    client, cluster = _shared.pop("client", None), _shared.pop("cluster", None)
+    for closable in (client, cluster):
+        if closable is not None:
+            with contextlib.suppress(Exception):  # already gone at interpreter exit
+                closable.close()
+
+
+def executor_for(n_entries: int, *, client: Any = None, in_process: bool | str = "auto") -> Any:
+    """Where the Python front end runs a Gram of ``n_entries`` entries: an Executor.
+
+    ``client`` (a ``distributed.Client`` or a scheduler address) first; else, unless
+    ``in_process`` is True, the active client; else in this process when ``in_process`` is True,
+    or is ``"auto"`` and the Gram has at most :data:`IN_PROCESS_MAX_ENTRIES` entries; else the
+    shared LocalCluster (:func:`shared_client`). A client named by address is kept for the
+    process like the shared one.
+    """
+    from gramdist.engine.executor import DaskExecutor, InlineExecutor
+
+    if runs_in_process(n_entries, client=client, in_process=in_process):
+        return InlineExecutor()
+    if client is not None:
+        return DaskExecutor(_address_client(client) if isinstance(client, str) else client)
+    return DaskExecutor(active_client() or shared_client())
+
+
+def runs_in_process(n_entries: int, *, client: Any = None, in_process: bool | str = "auto") -> bool:
+    """Whether :func:`executor_for` would run in this process (it starts and connects to nothing)."""
+    if in_process not in (True, False, "auto"):
+        raise JobError(f"in_process must be True, False or 'auto', got {in_process!r}")
+    if in_process is True:
+        return True
+    if client is not None or active_client() is not None:
+        return False
+    return in_process == "auto" and n_entries <= IN_PROCESS_MAX_ENTRIES
+
+
+def _address_client(address: str) -> Any:
+    """One client per scheduler address for the process (reconnected if it was closed)."""
+    from distributed import Client
+
+    with _shared_lock:
+        clients = _shared.setdefault("by_address", {})
+        client = clients.get(address)
+        if client is None or client.status != "running":
+            _check_scheme(address, None)
+            try:
+                client = Client(address, timeout="20s", set_as_default=False)
+            except OSError as exc:
+                raise JobError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
+            clients[address] = client
+        return client

@@ -80,7 +80,8 @@ class DaskExecutor(Executor):
     def as_completed(self, futures: Iterable[Any]) -> Any:
         from distributed import as_completed
 
-        return as_completed(list(futures))
+        # this client's loop: it need not be the default client (the shared cluster's is not)
+        return as_completed(list(futures), loop=self.client.loop)
 
     def warm_up(self, module: str) -> None:
         from gramdist.engine import tasks

@@ -10,8 +10,11 @@ stopped and a store is marked complete only once every tile is on disk.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,14 +107,36 @@ def run_job(
     log = log or steps.stderr_log
     t_start = time.perf_counter()
     plan = steps.plan_job(job)
-    path = store_path_for(job, out)
+    return run_plan(plan, store_path_for(job, out), dask_executor(job["cluster"], scheduler, client),
+                    overwrite=overwrite, progress=progress, log=log, t_start=t_start, job_id=job_id)
+
+
+def run_plan(plan: steps.GramPlan, path: str, executor: AbstractContextManager[Executor], *,
+             overwrite: bool = False, progress: steps.Progress = True, log: steps.Log | None = None,
+             t_start: float | None = None, job_id: str | None = None) -> RunResult:
+    """Compute ``plan`` into the store at ``path`` under its lock; resume it if it exists.
+
+    What ``gramdist run`` does once its job is planned, and what the Python front end
+    (:class:`gramdist.GramTransformer` with ``store=``) calls with its own plan.
+
+    Parameters
+    ----------
+    plan : the computation (:func:`gramdist.engine.steps.plan_gram` or ``plan_job``).
+    path : the store.
+    executor : a context manager yielding the :class:`Executor` to run on; entered only once
+        the store is known to need work (a complete store is not recomputed).
+    overwrite, progress, log, job_id : as for :func:`run_job`.
+    t_start : when the run started (for the ``total_s`` timing; default now).
+    """
+    log = log or steps.stderr_log
+    t_start = time.perf_counter() if t_start is None else t_start
     steps.check_output_location(path, plan.grid.n_rows, plan.grid.n_cols)
     with StoreLock(path, job_id=job_id, log=log):
-        return _run_locked(plan, job, path, scheduler, client, overwrite, progress, log, t_start)
+        return _run_locked(plan, path, executor, overwrite, progress, log, t_start)
 
 
-def _run_locked(plan: steps.GramPlan, job: dict[str, Any], path: str, scheduler: str | None, client: Any,
-                overwrite: bool, progress: steps.Progress, log: steps.Log, t_start: float) -> RunResult:
+def _run_locked(plan: steps.GramPlan, path: str, executor: AbstractContextManager[Executor], overwrite: bool,
+                progress: steps.Progress, log: steps.Log, t_start: float) -> RunResult:
     root = steps.open_existing_store(plan, path, overwrite)
     if root is not None and root.attrs.get("complete") and st.mark_complete(root, plan.grid):
         n = len(plan.grid.tiles())
@@ -119,8 +144,7 @@ def _run_locked(plan: steps.GramPlan, job: dict[str, Any], path: str, scheduler:
         return RunResult(path, n, 0, n, True, plan.timings)
 
     t = time.perf_counter()
-    with (connect(job["cluster"], scheduler) if client is None else _given(client)) as client:
-        ex = DaskExecutor(client)
+    with executor as ex:
         ex.warm_up(type(plan.kernel).__module__)
         plan.timings["cluster_s"] = time.perf_counter() - t
         if root is None:
@@ -135,6 +159,15 @@ def _run_locked(plan: steps.GramPlan, job: dict[str, Any], path: str, scheduler:
     sink.record_timings(plan.timings)
     result.timings = plan.timings
     return result
+
+
+@contextlib.contextmanager
+def dask_executor(cluster_spec: dict[str, Any], scheduler: str | None = None,
+                  client: Any = None) -> Iterator[Executor]:
+    """A :class:`DaskExecutor` on ``client`` (kept open), else on the cluster the job's
+    ``cluster:`` section names (:func:`gramdist.engine.cluster.connect`, closed afterwards)."""
+    with (connect(cluster_spec, scheduler) if client is None else _given(client)) as c:
+        yield DaskExecutor(c)
 
 
 def compute_into_store(ex: Executor, plan: steps.GramPlan, sink: steps.StoreSink, progress: steps.Progress,
@@ -170,10 +203,12 @@ class MemoryResult:
 
 
 def compute_in_memory(ex: Executor, plan: steps.GramPlan, *, state: Any = None, progress: steps.Progress = False,
-                      log: steps.Log | None = None) -> MemoryResult:
+                      log: steps.Log | None = None, cache: steps.ColumnCache | None = None) -> MemoryResult:
     """The same steps as :func:`compute_into_store`, the tiles assembled in this process.
 
-    ``state`` given skips the fit (e.g. K(test, train) with the state fitted on train).
+    ``state`` given skips the fit (e.g. K(test, train) with the state fitted on train);
+    ``cache`` holds column-chunk embeddings computed earlier with that state (and receives
+    the ones computed now).
     """
     log = log or steps.stderr_log
     sink = steps.MemorySink(plan.grid)
@@ -182,11 +217,30 @@ def compute_in_memory(ex: Executor, plan: steps.GramPlan, *, state: Any = None, 
     token = steps.new_token()
     state_f = steps.share_state(ex, sink, state, token)
     todo = plan.grid.tiles()
-    emb = steps.embed(ex, plan, state_f, sink, todo, token)
+    emb = steps.embed(ex, plan, state_f, sink, todo, token, cache)
     tiles = steps.compute_tiles(ex, plan, state_f, emb, sink, todo, token, progress=progress, log=log)
     plan.timings.update(tiles.timings)
     _, notes = steps.finish(plan, sink, tiles, log, state=state)
     return MemoryResult(sink.gram, sink.diag_rows, sink.diag_cols, state, notes)
+
+
+def fit_in_memory(ex: Executor, plan: steps.GramPlan, *, log: steps.Log | None = None,
+                  cache: steps.ColumnCache | None = None) -> Any:
+    """The fitted state of ``plan`` (fitted on its column graphs as ``plan.fit`` says), and,
+    given a ``cache``, the column graphs embedded into it with their K(g, g): what a
+    transformer's ``fit`` does before any tile."""
+    log = log or steps.stderr_log
+    sink = steps.MemorySink(plan.grid)
+    state = steps.obtain_state(ex, plan, sink, log)
+    if cache is not None:
+        token = steps.new_token()
+        state_f = steps.share_state(ex, sink, state, token)
+        cols_only = [(0, j) for j in range(plan.grid.shape[1])]  # the chunks a full row of tiles needs
+        steps.embed(ex, plan, state_f, sink, cols_only, token, cache)
+        for f in (*cache.chunks.values(), *cache.diag.values()):
+            if f.status == "error":
+                f.result()  # the embedding's own error, now rather than at the first transform
+    return state
 
 
 class _given:

@@ -98,13 +98,15 @@ def plan_gram(kernel: GraphKernel, cols: GraphBatch, rows: GraphBatch | None = N
     if len(rows) == 0:
         raise JobError("the test dataset has no graphs")
     grid = st.TileGrid(len(rows), len(cols), int(tile_size), symmetric)
+    cols_sum = cols.checksum()
+    rows_sum = None if symmetric else rows.checksum()
     attrs = {
         "gramdist_version": __version__,
         "kernel": {"name": kernel.name, "params": kernel.get_params()},
-        "dataset": _dataset_attrs(dataset_spec, cols),
-        "dataset_checksum": cols.checksum(),
-        "test_dataset": None if symmetric else _dataset_attrs(test_spec, rows),
-        "test_checksum": None if symmetric else rows.checksum(),
+        "dataset": _dataset_attrs(dataset_spec, cols, cols_sum),
+        "dataset_checksum": cols_sum,
+        "test_dataset": None if symmetric else _dataset_attrs(test_spec, rows, rows_sum),
+        "test_checksum": rows_sum,
         "fit": {"sample_size": fit.get("sample_size"), "seed": fit.get("seed", 0),
                 "from_store": fit.get("from_store")},
         "tile_size": int(tile_size),
@@ -137,8 +139,8 @@ def plan_job(job: dict[str, Any]) -> GramPlan:
     return plan
 
 
-def _dataset_attrs(spec: Any, graphs: GraphBatch) -> dict[str, Any]:
-    return {"spec": spec, "name": graphs.name, "n_graphs": len(graphs), "checksum": graphs.checksum()}
+def _dataset_attrs(spec: Any, graphs: GraphBatch, checksum: str) -> dict[str, Any]:
+    return {"spec": spec, "name": graphs.name, "n_graphs": len(graphs), "checksum": checksum}
 
 
 def fit_sample_indices(n_graphs: int, sample_size: int | None, seed: int) -> np.ndarray:
@@ -202,7 +204,10 @@ class MemorySink:
 
     def __init__(self, grid: st.TileGrid) -> None:
         self.grid = grid
-        self.gram = np.zeros((grid.n_rows, grid.n_cols), dtype=np.float64)
+        # one tile covering the Gram is the Gram: kept as computed, not copied into a fresh
+        # array (for NCI1's 4110 graphs the copy's page faults cost more than WL's arithmetic)
+        self._whole = grid.shape == (1, 1)
+        self.gram = None if self._whole else np.zeros((grid.n_rows, grid.n_cols), dtype=np.float64)
         self.mask = np.zeros(grid.shape, dtype=bool)
         self.diag_rows: np.ndarray | None = None
         self.diag_cols: np.ndarray | None = None
@@ -218,6 +223,10 @@ class MemorySink:
 
     def tile_done(self, tile: tuple[int, int], checksum: int, block: np.ndarray | None) -> None:
         i, j = tile
+        if self._whole:
+            self.gram = block
+            self.mask[tile] = True
+            return
         (r0, r1), (c0, c1) = self.grid.row_range(i), self.grid.col_range(j)
         self.gram[r0:r1, c0:c1] = block
         if self.grid.symmetric and i != j:
@@ -272,6 +281,8 @@ def open_existing_store(plan: GramPlan, path: str, overwrite: bool) -> Any | Non
             f"{path}: store was made by a different job ({', '.join(diff)} differ); "
             "choose another --out or pass --overwrite"
         )
+    if st.upgrade_store(path):  # a store of an older gramdist: its metadata, as this one writes it
+        root = st.open_store(path, mode="r+")
     return root
 
 
@@ -339,10 +350,23 @@ class Embedded:
         return "r" if symmetric else "c"
 
 
+@dataclass
+class ColumnCache:
+    """Futures of the column graphs' chunk embeddings and K(g, g), kept across computations
+    that share the fitted state, the column graphs and the tile size (a transformer's training
+    graphs: embedded once at ``fit``, reused by every ``transform``). :func:`embed` takes a
+    chunk from here when it has it and puts there every column chunk it submits."""
+
+    tile: int
+    chunks: dict[int, Any] = field(default_factory=dict)
+    diag: dict[int, Any] = field(default_factory=dict)
+
+
 def embed(ex: Executor, plan: GramPlan, state_f: Any, sink: Sink, todo: list[tuple[int, int]],
-          token: str) -> Embedded:
+          token: str, cache: ColumnCache | None = None) -> Embedded:
     """Submit the embeddings of every chunk a tile in ``todo`` needs (every chunk when the
-    diagonal is still to compute), their K(g, g), and the kernel's counters."""
+    diagonal is still to compute), their K(g, g), and the kernel's counters; column chunks
+    (rows too when symmetric) come from ``cache`` where it holds them."""
     grid, kernel = plan.grid, plan.kernel
     n_row_chunks, n_col_chunks = grid.shape
     need_diag = not sink.has_diag()
@@ -350,22 +374,40 @@ def embed(ex: Executor, plan: GramPlan, state_f: Any, sink: Sink, todo: list[tup
     col_needed = set(range(n_col_chunks)) if need_diag else {j for _, j in todo}
     if grid.symmetric:
         row_needed |= col_needed
+    if cache is not None and cache.tile != grid.tile:
+        raise ValueError(f"column cache of tile {cache.tile} used with tile {grid.tile}")
 
     def submit(batch: GraphBatch, rng: tuple[int, int], tag: str) -> Any:
         return ex.submit(tasks.embed_task, kernel, state_f, batch[rng[0]:rng[1]], key=f"embed-{tag}-{token}",
                          spread=True)
 
+    def column(j: int, tag: str) -> Any:
+        if cache is None:
+            return submit(plan.cols, grid.col_range(j), tag)
+        if j not in cache.chunks:
+            cache.chunks[j] = submit(plan.cols, grid.col_range(j), tag)
+        return cache.chunks[j]
+
     started = time.perf_counter()
-    rows = {i: submit(plan.rows, grid.row_range(i), f"r{i}") for i in sorted(row_needed)}
-    cols = rows if grid.symmetric else {j: submit(plan.cols, grid.col_range(j), f"c{j}")
-                                        for j in sorted(col_needed)}
+    if grid.symmetric:
+        rows = {i: column(i, f"r{i}") for i in sorted(row_needed)}
+        cols = rows
+    else:
+        rows = {i: submit(plan.rows, grid.row_range(i), f"r{i}") for i in sorted(row_needed)}
+        cols = {j: column(j, f"c{j}") for j in sorted(col_needed)}
     # K(g, g) of each chunk stays a future that tiles take as an argument: a tile starts as
     # soon as its two embeddings are ready instead of after a gather of the whole diagonal
     diag: dict[tuple[str, int], Any] = {}
     if need_diag:
         for side, embs in (("r", rows), ("c", {} if grid.symmetric else cols)):
+            cached = cache is not None and (side == "c" or grid.symmetric)
             for c in sorted(embs):
+                if cached and c in cache.diag:
+                    diag[(side, c)] = cache.diag[c]
+                    continue
                 diag[(side, c)] = ex.submit(tasks.diag_task, kernel, state_f, embs[c], key=f"diag-{side}{c}-{token}")
+                if cached:
+                    cache.diag[c] = diag[(side, c)]
     counts = []
     if type(kernel).embedding_counts is not GraphKernel.embedding_counts:
         counts = [ex.submit(tasks.embedding_counts_task, kernel, f, key=f"counts-{side}{c}-{token}")

@@ -8,7 +8,9 @@
 * ``gaussian/`` — power kernel (Shrivastava & Li) and FLG/MLG (Kondor & Pan 2016).
 * ``matching/`` — adaptive matching kernels (Woźnica, Kalousis & Hilario).
 
-Kernels never import Dask. :data:`KERNELS` maps the job file's ``kernel.name`` to the class;
+Kernels never import Dask. :data:`KERNELS` maps the job file's ``kernel.name`` to the class,
+and each class is importable from here by its name (``from gramdist.kernels import
+WLSubtreeKernel``), for use as ``GramTransformer(kernel=WLSubtreeKernel(h=3))``;
 classes are imported lazily so that ``gramdist`` starts fast and a kernel's heavy imports are
 paid only by jobs that use it. A new kernel is a module in its family's folder (or a new
 folder for a new paper) plus one line here.
@@ -59,4 +61,18 @@ def make_kernel(name: str, **params: object) -> GraphKernel:
     return kernel
 
 
-__all__ = ["KERNELS", "GraphKernel", "KernelState", "kernel_class", "make_kernel"]
+#: class name -> kernel name, for ``from gramdist.kernels import WLSubtreeKernel`` (imported lazily)
+_CLASS_NAMES = {target.split(":")[1]: name for name, target in KERNELS.items()}
+
+
+def __getattr__(attr: str) -> type[GraphKernel]:
+    if attr in _CLASS_NAMES:
+        return kernel_class(_CLASS_NAMES[attr])
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_CLASS_NAMES])
+
+
+__all__ = ["KERNELS", "GraphKernel", "KernelState", "kernel_class", "make_kernel", *_CLASS_NAMES]

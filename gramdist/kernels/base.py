@@ -91,9 +91,30 @@ class GraphKernel:
                 inspect.Parameter.KEYWORD_ONLY or (p != "self" and sig.parameters[p].kind is
                 inspect.Parameter.POSITIONAL_OR_KEYWORD)]
 
-    def get_params(self) -> dict[str, Any]:
-        """Parameters as given to ``__init__`` (JSON-serialisable)."""
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Parameters as given to ``__init__`` (JSON-serialisable).
+
+        A kernel is a scikit-learn-style nested estimator: ``clone`` rebuilds it from these,
+        and ``GridSearchCV`` sets them as ``gram__kernel__h``. Kernels hold no estimators, so
+        ``deep`` changes nothing.
+        """
         return {p: getattr(self, p) for p in self.param_names()}
+
+    def set_params(self, **params: Any) -> GraphKernel:
+        """Set parameters by name (scikit-learn's ``set_params``); checked at the next ``validate``.
+
+        Raises
+        ------
+        ValueError
+            A name that is not a parameter of this kernel (what scikit-learn raises).
+        """
+        allowed = self.param_names()
+        for key, value in params.items():
+            if key not in allowed:
+                raise ValueError(f"invalid parameter {key!r} for kernel {type(self).__name__}; "
+                                 f"valid parameters: {', '.join(allowed)}")
+            setattr(self, key, value)
+        return self
 
     def validate(self) -> None:
         """Raise :class:`JobError` naming the first out-of-range parameter; default: no-op."""
