@@ -85,7 +85,7 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.errors import DatasetError
+from gramdist.errors import DatasetError, MissingExtraError
 from gramdist.graphs import GraphBatch
 
 __all__ = [
@@ -184,7 +184,7 @@ def _chem() -> Any:
     try:
         from rdkit import Chem
     except ImportError:
-        raise DatasetError('molecules need RDKit: pip install "gramdist[chem]"') from None
+        raise MissingExtraError('molecules need RDKit: pip install "gramdist[chem]"') from None
     return Chem
 
 
