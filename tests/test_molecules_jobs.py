@@ -109,3 +109,4 @@ def test_shipped_molecule_jobs_load():
     test = load_dataset(load_job(ROOT / "jobs" / "solubility-test-wl.yaml")["test"]["dataset"])
     assert test.n_graphs == 257
     assert json.dumps(dataset_source(job["dataset"]))  # JSON-ready for the store attributes
+

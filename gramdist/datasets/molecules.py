@@ -400,6 +400,7 @@ class _MolGraph:
     node_labels: np.ndarray
     edge_labels: np.ndarray
     node_attrs: np.ndarray | None
+    symbols: list[str]
 
 
 def _featurize(chem: Any, mol: Any, opt: _Options) -> _MolGraph:
@@ -428,7 +429,7 @@ def _featurize(chem: Any, mol: Any, opt: _Options) -> _MolGraph:
         cols.append(np.asarray(mol.GetConformer().GetPositions(), dtype=np.float64).reshape(-1, 3))
     return _MolGraph(edges, np.asarray(labels, dtype=np.int64),
                      np.array([bond_label(b) for b in bonds], dtype=np.int64),
-                     np.hstack(cols) if cols else None)
+                     np.hstack(cols) if cols else None, [a.GetSymbol() for a in mol.GetAtoms()])
 
 
 def _options(aromaticity: bool, formal_charge: bool, hydrogens: str, partial_charges: bool,
@@ -569,13 +570,10 @@ def molecules_to_networkx(
 
     opt = _options(aromaticity, formal_charge, hydrogens, partial_charges, coordinates)
     recs, _ = _records(X, smiles_column, None)
-    mols = _parse(recs)
-    chem = _chem()
     out = []
-    for g, mol in zip(_graphs(recs, mols, opt), mols):
-        symbols = [a.GetSymbol() for a in _prepare(chem, mol, opt).GetAtoms()]
+    for g in _graphs(recs, _parse(recs), opt):
         G = nx.Graph()
-        for i, (lab, sym) in enumerate(zip(g.node_labels.tolist(), symbols)):
+        for i, (lab, sym) in enumerate(zip(g.node_labels.tolist(), g.symbols)):
             G.add_node(i, label=lab, symbol=sym)
             if g.node_attrs is not None:
                 G.nodes[i]["attr"] = g.node_attrs[i].tolist()
