@@ -255,7 +255,7 @@ def plot_evaluation(result: dict[str, Any], out: str | os.PathLike) -> None:
     ax_a.errorbar(x, mean, yerr=std, fmt="o", capsize=4, color="tab:blue", label="store alone (its own C)")
     head = result["rmse_mean"] if regression else result["accuracy_mean"]
     ax_a.axhline(head, color="tab:red", ls="--",
-                 label=f"nested CV with the store selected: {head:.3g}" if regression else
+                 label=f"nested CV with the store selected: {head:.4g}" if regression else
                  f"nested CV with the store selected: {head:.2f} %")
     ax_a.set_ylabel(label, fontsize=12)
     ax_a.set_title(f"Outer-fold {'RMSE' if regression else 'accuracy'} per setting "
