@@ -88,6 +88,8 @@ def test_run_a_molecule_job_and_a_bad_smiles_is_one_line(tmp_path):
     np.testing.assert_array_equal(y, [float(r["expt"]) for r in rows])
     ds = dict(open_store(tmp_path / "job.zarr").attrs)["dataset"]
     assert ds["source"]["file"] == str((tmp_path / "mols.csv").resolve()) and ds["name"] == "mols"
+    info = _gramdist("info", "job.zarr", cwd=tmp_path)
+    assert f"source:    {(tmp_path / 'mols.csv').resolve()} (sha256 " in info.stdout
 
     rows[7]["smiles"] = "C1CC(C"
     write_csv(tmp_path / "bad.csv", [{"smiles": r["smiles"], "dG": r["expt"]} for r in rows])

@@ -163,6 +163,22 @@ def test_holdout_matches_a_hand_written_fit(tmp_path):
         evaluate_holdout([train], [train])
 
 
+def test_holdout_classification_scores_accuracy(tmp_path):
+    from sklearn.svm import SVC
+
+    rng = np.random.default_rng(1)
+    y = np.repeat([0, 1], 40)
+    x = (y[:, None] * 2.0 - 1.0) + 0.8 * rng.standard_normal((80, 3))
+    tr, te = np.arange(0, 80, 2), np.arange(1, 80, 2)
+    train = make_store(tmp_path / "train.zarr", x[tr] @ x[tr].T, y[tr])
+    attrs = {k: dict(st.open_store(train).attrs)[k] for k in ("gramdist_version", "tile_size", "dataset_checksum",
+                                                              "kernel")}
+    test = make_rect_store(tmp_path / "test.zarr", x[te] @ x[tr].T, y[te], y[tr], attrs)
+    res = evaluate_holdout([train], [test], inner_folds=3, c_grid=(0.1, 1.0))
+    pred = SVC(kernel="precomputed", C=res["C"]).fit(x[tr] @ x[tr].T, y[tr]).predict(x[te] @ x[tr].T)
+    assert res["task"] == "classification" and res["accuracy"] == pytest.approx(100 * np.mean(pred == y[te]))
+
+
 def test_holdout_pairs_grid_stores_by_name():
     from gramdist.evaluation.holdout import pair_stores
 
