@@ -35,3 +35,8 @@ class StoreError(GramdistError):
 
 class TileError(GramdistError):
     """A tile task failed; the message names the tile and the graphs it covers."""
+
+
+class MissingExtraError(GramdistError):
+    """An optional dependency is not installed; the message names the extra that brings it,
+    e.g. ``plots need matplotlib: pip install "gramdist[plot]"``."""

@@ -18,7 +18,7 @@ import sys
 from gramdist.errors import GramdistError
 
 #: modules of this package, each registering its commands, in the order ``--help`` lists them
-COMMANDS = ("run", "submit", "status", "cancel", "store", "evaluate", "stream", "certs")
+COMMANDS = ("run", "submit", "status", "cancel", "store", "evaluate", "plot", "stream", "certs")
 
 
 def _parser() -> argparse.ArgumentParser:

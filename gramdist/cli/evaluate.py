@@ -1,4 +1,9 @@
-"""``gramdist evaluate STORE|FOLDER ...``: nested cross-validation of an SVM on Gram stores."""
+"""``gramdist evaluate STORE|FOLDER ...``: nested cross-validation of an SVM on Gram stores.
+
+A continuous target runs a regression (``--task regression``, or detected from non-integer
+targets and said in the output); ``--test`` scores a fixed test set given as K(test, train)
+stores; ``--plot`` draws each setting's score and how often the inner CV chose it.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +27,15 @@ def register(sub: Any) -> None:
     ev.add_argument("--c-max", type=int, default=3, help="largest C exponent, e.g. 7 as some papers")
     ev.add_argument("--scheduler", help="address of an existing Dask scheduler")
     ev.add_argument("--workers", type=int, default=None, help="local worker processes (0: in-process)")
+    ev.add_argument("--task", choices=("auto", "classification", "regression"), default="auto",
+                    help="auto: regression when a target is not a whole number (default)")
+    ev.add_argument("--learner", choices=("krr", "svr"), default="krr",
+                    help="regression learner: kernel ridge (alpha = 1/C, default) or SVR")
+    ev.add_argument("--test", nargs="+", metavar="STORE",
+                    help="K(test, train) stores (or a folder of them, paired by name): select on the "
+                         "training stores by CV, refit, score the test graphs once")
+    ev.add_argument("--plot", metavar="FILE.png",
+                    help="plot each store's score and how often the inner CV chose it (needs gramdist[plot])")
     ev.add_argument("--json", action="store_true")
     add_tls_arguments(ev)
     ev.set_defaults(func=cmd_evaluate)
@@ -33,8 +47,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.c_min > args.c_max:
         raise JobError("--c-min must not exceed --c-max")
     c_grid = tuple(10.0**k for k in range(args.c_min, args.c_max + 1))
-    kwargs = dict(folds=args.folds, repeats=args.repeats, seed=args.seed,
-                  inner_folds=args.inner_folds, c_grid=c_grid)
+    if args.test:
+        return _holdout(args, c_grid)
+    if args.plot:
+        from gramdist.plotting import require_matplotlib
+
+        require_matplotlib()  # before minutes of CV, not after
+    kwargs = dict(folds=args.folds, repeats=args.repeats, seed=args.seed, inner_folds=args.inner_folds,
+                  c_grid=c_grid, task=args.task, learner=args.learner, per_store=bool(args.plot))
     if args.workers == 0 and not args.scheduler:
         result = evaluate(args.stores, **kwargs)
     else:
@@ -44,14 +64,26 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         apply_tls_arguments(spec, args)
         with connect(spec, args.scheduler) as client:
             result = evaluate(args.stores, client=client, **kwargs)
+    if args.plot:
+        from gramdist.plotting import plot_evaluation
+
+        plot_evaluation(result, args.plot)
+    regression = result["task"] == "regression"
     if args.json:
-        print(json.dumps({k: result[k] for k in ("accuracy_mean", "accuracy_std", "folds", "repeats",
-                                                 "supervised_fit_graphs", "test_graphs")}
+        head = ("rmse_mean", "rmse_std", "r2_mean", "r2_std") if regression else ("accuracy_mean", "accuracy_std")
+        task = {"task": result["task"], "task_reason": result["task_reason"]} if regression else {}
+        print(json.dumps(task | {k: result[k] for k in (*head, "folds", "repeats",
+                                                        "supervised_fit_graphs", "test_graphs")}
                          | {"stores": result["stores"], "selections": result["selections"]}))
     else:
-        print(f"accuracy: {result['accuracy_mean']:.2f} ± {result['accuracy_std']:.2f} % "
-              f"({result['repeats']} x {result['folds']}-fold nested CV, "
-              f"{len(result['stores'])} store(s), C in 10^{args.c_min}..10^{args.c_max})")
+        setup = (f"({result['repeats']} x {result['folds']}-fold nested CV, "
+                 f"{len(result['stores'])} store(s), C in 10^{args.c_min}..10^{args.c_max})")
+        if regression:
+            print(f"task: regression ({result['task_reason']}); {result['task_learner']}")
+            print(f"RMSE: {result['rmse_mean']:.4g} ± {result['rmse_std']:.2g}, "
+                  f"R²: {result['r2_mean']:.3f} ± {result['r2_std']:.3f} {setup}")
+        else:
+            print(f"accuracy: {result['accuracy_mean']:.2f} ± {result['accuracy_std']:.2f} % {setup}")
         if result["supervised_fit_graphs"]:
             print(f"tested on {result['test_graphs']} graphs: the {result['supervised_fit_graphs']} graphs whose "
                   "labels the kernel fit used stay in every training part and are never tested")
@@ -60,4 +92,27 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             chosen[Path(sel["store"]).name] = chosen.get(Path(sel["store"]).name, 0) + 1
         if len(result["stores"]) > 1:
             print("selected stores: " + ", ".join(f"{k} x{v}" for k, v in sorted(chosen.items())))
+    if args.plot:
+        print(f"plot: {args.plot}")
+    return 0
+
+
+def _holdout(args: argparse.Namespace, c_grid: tuple[float, ...]) -> int:
+    from gramdist.evaluation import evaluate_holdout
+
+    if args.plot:
+        raise JobError("--plot is for the nested CV, not with --test")
+    result = evaluate_holdout(args.stores, args.test, inner_folds=args.inner_folds, seed=args.seed, c_grid=c_grid,
+                              task=args.task, learner=args.learner)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    if result["task"] == "regression":
+        print(f"task: regression ({result['task_reason']}); {result['task_learner']}")
+        score = f"RMSE {result['rmse']:.4g}, R² {result['r2']:.3f}"
+    else:
+        score = f"accuracy {result['accuracy']:.2f} %"
+    print(f"test: {score} on {result['test_graphs']} graphs (fitted on {result['train_graphs']}; "
+          f"{Path(result['store']).name} and C = {result['C']:g} chosen by {result['inner_folds']}-fold CV "
+          f"on the training graphs among {len(result['stores'])} store(s), C in 10^{args.c_min}..10^{args.c_max})")
     return 0

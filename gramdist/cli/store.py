@@ -42,6 +42,8 @@ def cmd_info(args: argparse.Namespace) -> int:
           f"({'symmetric' if info['symmetric'] else 'test x train'})")
     print(f"kernel:    {k.get('name')} {k.get('params')}")
     print(f"dataset:   {ds.get('name')} ({ds.get('n_graphs')} graphs, checksum {ds.get('checksum')})")
+    if ds.get("source", {}).get("file"):  # a molecule file: where it was and its content hash
+        print(f"source:    {ds['source']['file']} (sha256 {ds['source']['sha256'][:16]}…)")
     if info["test_dataset"]:
         td = info["test_dataset"]
         print(f"test:      {td.get('name')} ({td.get('n_graphs')} graphs)")

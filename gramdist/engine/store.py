@@ -211,6 +211,13 @@ def read_labels(root: zarr.Group, where: str | os.PathLike) -> np.ndarray | None
     return read_array(root, "y", where, optional=True)  # not `"y" in root`: zarr's lookup can raise
 
 
+def read_col_labels(root: zarr.Group, where: str | os.PathLike) -> np.ndarray | None:
+    """Class labels (or targets) of the column graphs: the row labels of a symmetric store."""
+    if root.attrs.get("symmetric", True):
+        return read_labels(root, where)
+    return read_array(root, "y_cols", where, optional=True)
+
+
 def read_graph_ids(root: zarr.Group, where: str | os.PathLike) -> np.ndarray:
     return read_array(root, "graph_ids", where)
 

@@ -7,10 +7,17 @@
   from: a store, a weighted sum of stores, a kernel refitted per fold) and
   :class:`~gramdist.evaluation.nested_cv.Task` (what is learned and how it is scored).
 
+* ``regression.py`` — :class:`~gramdist.evaluation.regression.RegressionTask`: a continuous
+  target (kernel ridge or SVR, RMSE and R²), and the choice of task (``"auto"`` detects it).
+* ``holdout.py`` — :func:`~gramdist.evaluation.holdout.evaluate_holdout`: selection by CV on a
+  training store, one score on a K(test, train) store.
+
 Each protocol variant (another learner, a combination of stores, per-fold refits) is a module
 of its own here that reuses the fold machinery of ``nested_cv``.
 """
 
+from gramdist.evaluation.holdout import evaluate_holdout
 from gramdist.evaluation.nested_cv import evaluate, find_stores, outer_fold
+from gramdist.evaluation.regression import RegressionTask
 
-__all__ = ["evaluate", "find_stores", "outer_fold"]
+__all__ = ["RegressionTask", "evaluate", "evaluate_holdout", "find_stores", "outer_fold"]

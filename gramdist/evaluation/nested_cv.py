@@ -13,6 +13,12 @@ Reported: ``accuracy_mean`` (mean over all outer folds of all repeats), ``accura
 "10 × 10-fold CV"), and the per-fold selections. Outer folds run as tasks on a Dask cluster;
 each worker reads the Grams from the stores itself.
 
+Regression. A continuous target (``y`` with a value that is not a whole number, or
+``task="regression"``) runs the same protocol with
+:class:`~gramdist.evaluation.regression.RegressionTask`: plain shuffled k-fold splits, kernel
+ridge or SVR, RMSE and R² (``rmse_mean``, ``r2_mean``, ...). A fixed train/test split given as
+two stores is :mod:`~gramdist.evaluation.holdout`.
+
 Supervised fits. A kernel whose fit phase learns from class labels (e.g. the matching
 kernel's NCA) lists the ``graph_ids`` of the graphs whose labels it used in its state
 attributes under ``supervised_graph_ids``. Such graphs must never be scored: their labels
@@ -153,11 +159,29 @@ class Task:
         """The most folds ``y`` allows (each class in every fold)."""
         return int(np.bincount(_codes(y)).min())
 
+    def outer_limit(self, y: np.ndarray, free: np.ndarray) -> int:
+        """The most outer folds over the graphs ``free`` (every class of ``y`` in every fold)."""
+        return int(np.bincount(_codes(y)[free], minlength=len(np.unique(y))).min())
+
+    def too_few(self, limit: int, why: str, folds: int) -> str:
+        """The error when ``y`` allows only ``limit`` < ``folds`` outer folds."""
+        return f"the smallest class has {limit} graphs{why}, fewer than --folds {folds}"
+
     def inner_score(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
         return float(np.mean(y_pred == y_true))
 
     def outer_scores(self, y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
         return {"accuracy": float(np.mean(y_pred == y_true))}
+
+    def summarise(self, fold_scores: list[dict[str, float]], repeats: int, folds: int
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The headline figures and the per-fold tables of :func:`evaluate`'s result."""
+        acc = np.array([s["accuracy"] for s in fold_scores]).reshape(repeats, folds)
+        head = {"accuracy_mean": float(acc.mean() * 100), "accuracy_std": float(acc.mean(axis=1).std() * 100)}
+        return head, {"fold_accuracies": (acc * 100).round(4).tolist()}
+
+    def describe(self) -> str:
+        return "SVC"
 
 
 def outer_fold(
@@ -170,13 +194,16 @@ def outer_fold(
     inner_seed: int,
     held: np.ndarray | None = None,
     task: Task | None = None,
+    per_store: bool = False,
 ) -> dict[str, Any]:
     """Select (store, C) by inner CV on ``train``, refit, and score on ``test``.
 
     ``stores`` are store paths or :class:`GramSource` objects; ``c_grid`` the values of the
     task's regularisation parameter (C). ``held`` (bool, one per graph): graphs that stay in
     every inner training part and are never used for inner validation (the supervised-fit
-    graphs, see the module docstring).
+    graphs, see the module docstring). ``per_store``: also score every store on ``test`` with
+    its own inner-CV choice of C (result key ``per_store``: what each setting would give on
+    its own, for plots).
     """
     task = task or Task(c_grid)
     sources = [as_source(s) for s in stores]
@@ -187,8 +214,10 @@ def outer_fold(
     inner = [(np.sort(np.concatenate([fixed, free[a]])), free[b]) for a, b in
              task.splitter(n_splits, inner_seed).split(free, y_tr[free])]
     best = (-np.inf, 0, c_grid[0])
+    store_best = []
     for s, source in enumerate(sources):
         k_tr, _ = source.blocks(train, test)
+        mine = (-np.inf, c_grid[0])
         for c in c_grid:
             scores = []
             for itr, ite in inner:
@@ -197,13 +226,28 @@ def outer_fold(
             score = float(np.mean(scores))
             if score > best[0] + 1e-12:
                 best = (score, s, c)
+            if score > mine[0] + 1e-12:
+                mine = (score, c)
+        store_best.append(mine)
     _, s, c = best
     k_tr, k_te = sources[s].blocks(train, test)
     model = task.model(c).fit(k_tr, y_tr)
     scores = task.outer_scores(y[test], model.predict(k_te))
     headline = next(iter(scores))
-    return {**scores, "score": scores[headline], "store": sources[s].name, "C": c, "inner_accuracy": best[0],
-            "inner_score": best[0]}
+    out = {**scores, "score": scores[headline], "store": sources[s].name, "C": c, "inner_accuracy": best[0],
+           "inner_score": best[0]}
+    if per_store:
+        out["per_store"] = [_score_alone(source, task, c_s, inner_s, y, train, test)
+                            for source, (inner_s, c_s) in zip(sources, store_best)]
+    return out
+
+
+def _score_alone(source: GramSource, task: Task, c: float, inner_score: float, y: np.ndarray,
+                 train: np.ndarray, test: np.ndarray) -> dict[str, Any]:
+    """One store refitted with its own best C and scored on the outer test graphs."""
+    k_tr, k_te = source.blocks(train, test)
+    scores = task.outer_scores(y[test], task.model(c).fit(k_tr, y[train]).predict(k_te))
+    return {"store": source.name, "C": c, "inner_score": inner_score, **scores}
 
 
 def _codes(y: np.ndarray) -> np.ndarray:
@@ -219,8 +263,12 @@ def evaluate(
     inner_folds: int = 5,
     c_grid: tuple[float, ...] = DEFAULT_C_GRID,
     client: Any = None,
+    task: str | Task = "auto",
+    learner: str = "krr",
+    per_store: bool = False,
 ) -> dict[str, Any]:
-    """Nested CV accuracy of an SVC on the given stores; see the module docstring.
+    """Nested CV accuracy of an SVC (or RMSE and R² of a regression) on the given stores; see
+    the module docstring.
 
     Parameters
     ----------
@@ -231,45 +279,50 @@ def evaluate(
     c_grid : candidate values of C.
     client : a ``distributed.Client`` to run the outer folds on; ``None`` runs them in this
         process (serially).
+    task : ``"auto"`` (regression when a target is not a whole number), ``"classification"``,
+        ``"regression"`` or a :class:`Task`; see :mod:`gramdist.evaluation.regression`.
+    learner : the regression learner, ``"krr"`` or ``"svr"``.
+    per_store : also score each store alone in every outer fold (result key ``per_store``).
 
     Returns
     -------
-    dict with ``accuracy_mean``, ``accuracy_std``, ``folds``, ``repeats``, ``fold_accuracies``
-    ((repeats, folds) nested list), ``selections``, ``stores``, ``supervised_fit_graphs`` (graphs
-    kept out of the test folds because a kernel fit used their labels) and ``test_graphs``.
+    dict with ``accuracy_mean``, ``accuracy_std`` (regression: ``rmse_mean``, ``rmse_std``,
+    ``r2_mean``, ``r2_std``), ``folds``, ``repeats``, ``fold_accuracies`` ((repeats, folds)
+    nested list; regression: ``fold_rmse``, ``fold_r2``), ``selections``, ``stores``,
+    ``supervised_fit_graphs`` (graphs kept out of the test folds because a kernel fit used
+    their labels), ``test_graphs``, ``task`` and ``task_reason`` (why that task).
     """
-    from sklearn.model_selection import StratifiedKFold
+    from gramdist.evaluation.regression import resolve_task
 
     stores = find_stores(stores)
     y, ids = check_compatible(stores)
     if folds < 2:
         raise StoreError("--folds must be at least 2")
+    task, reason = resolve_task(task, y, tuple(c_grid), learner)
     held = np.isin(ids, supervised_graph_ids(stores))
     free = np.flatnonzero(~held)
     fixed = np.flatnonzero(held)
-    counts = np.bincount(_codes(y)[free], minlength=len(np.unique(y)))
-    smallest = int(counts.min())
-    if smallest < folds:
+    limit = task.outer_limit(y, free)
+    if limit < folds:
         why = (f" after keeping the {len(fixed)} graphs whose labels the kernel fit used out of the test folds; "
                "fit on a smaller sample (fit.sample_size)" if len(fixed) else "")
-        raise StoreError(f"the smallest class has {smallest} graphs{why}, fewer than --folds {folds}")
+        raise StoreError(task.too_few(limit, why, folds))
     jobs = []
     for r in range(repeats):
-        skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed + r)
-        for f, (train, test) in enumerate(skf.split(np.zeros(len(free)), y[free])):
+        outer = task.splitter(folds, seed + r)
+        for f, (train, test) in enumerate(outer.split(np.zeros(len(free)), y[free])):
             jobs.append((r, f, np.sort(np.concatenate([fixed, free[train]])), free[test], seed + 1000 * (r + 1) + f))
-    args = [(tuple(stores), y, tr, te, tuple(c_grid), inner_folds, s, held if len(fixed) else None)
+    args = [(tuple(stores), y, tr, te, tuple(c_grid), inner_folds, s, held if len(fixed) else None, task, per_store)
             for _, _, tr, te, s in jobs]
     if client is None:
         results = [outer_fold(*a) for a in args]
     else:
         futs = [client.submit(outer_fold, *a, pure=False) for a in args]
         results = client.gather(futs)
-    acc = np.array([res["accuracy"] for res in results]).reshape(repeats, folds)
-    per_repeat = acc.mean(axis=1)
+    head, per_fold = task.summarise(results, repeats, folds)
+    extra = {"per_store": [res["per_store"] for res in results]} if per_store else {}
     return {
-        "accuracy_mean": float(acc.mean() * 100),
-        "accuracy_std": float(per_repeat.std() * 100),
+        **head,
         "folds": folds,
         "repeats": repeats,
         "inner_folds": inner_folds,
@@ -277,7 +330,11 @@ def evaluate(
         "supervised_fit_graphs": int(len(fixed)),
         "test_graphs": int(len(free)),
         "stores": [os.fspath(s) for s in stores],
-        "fold_accuracies": (acc * 100).round(4).tolist(),
+        **per_fold,
         "selections": [{"repeat": r, "fold": f, "store": res["store"], "C": res["C"]}
                        for (r, f, *_), res in zip(jobs, results)],
+        "task": task.name,
+        "task_reason": reason,
+        "task_learner": task.describe(),
+        **extra,
     }
