@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gramdist.engine import steps
 from gramdist.engine import store as st
 from gramdist.engine.cluster import connect
@@ -100,7 +102,7 @@ def run_job(
     t_start = time.perf_counter()
     plan = steps.plan_job(job)
     path = store_path_for(job, out)
-    steps.check_output_location(path, plan.grid.n_rows, plan.grid.n_cols)
+    steps.check_output_location(path, plan.grid.n_rows, plan.grid.n_cols, np.dtype(plan.dtype).itemsize)
     with StoreLock(path, log=log):
         return _run_locked(plan, job, path, scheduler, client, overwrite, progress, log, t_start)
 
@@ -171,7 +173,7 @@ def compute_in_memory(ex: Executor, plan: steps.GramPlan, *, state: Any = None, 
     ``state`` given skips the fit (e.g. K(test, train) with the state fitted on train).
     """
     log = log or steps.stderr_log
-    sink = steps.MemorySink(plan.grid)
+    sink = steps.MemorySink(plan.grid, plan.dtype)
     if state is None:
         state = steps.obtain_state(ex, plan, sink, log)
     token = steps.new_token()

@@ -73,6 +73,8 @@ class GramPlan:
     max_tiles_in_flight: int | None = None
     checkpoint_seconds: float = CHECKPOINT_SECONDS
     timings: dict[str, float] = field(default_factory=dict)
+    #: the Gram's storage type (``gram.dtype``); tiles are computed in float64 and rounded once
+    dtype: str = "float64"
 
     @property
     def symmetric(self) -> bool:
@@ -89,8 +91,12 @@ def plan_gram(kernel: GraphKernel, cols: GraphBatch, rows: GraphBatch | None = N
               tile_size: int, normalize: bool, fit: dict[str, Any],
               dataset_spec: Any = None, test_spec: Any = None, job: dict[str, Any] | None = None,
               compression_level: int = 1, max_tiles_in_flight: int | None = None,
-              checkpoint_seconds: float = CHECKPOINT_SECONDS) -> GramPlan:
-    """A :class:`GramPlan` for K(rows, cols); ``rows`` None means the symmetric K(cols, cols)."""
+              checkpoint_seconds: float = CHECKPOINT_SECONDS, dtype: str = "float64") -> GramPlan:
+    """A :class:`GramPlan` for K(rows, cols); ``rows`` None means the symmetric K(cols, cols).
+
+    ``dtype`` is the Gram's storage type, ``"float64"`` or ``"float32"`` (half the store and
+    its I/O; each entry is the float64 value rounded to nearest).
+    """
     if len(cols) == 0:
         raise JobError("the dataset has no graphs")
     symmetric = rows is None
@@ -110,10 +116,11 @@ def plan_gram(kernel: GraphKernel, cols: GraphBatch, rows: GraphBatch | None = N
         "tile_size": int(tile_size),
         "normalize": bool(normalize),
         "symmetric": symmetric,
+        "dtype": st.check_dtype(dtype),
         "job": job or {},
     }
     return GramPlan(kernel, rows, cols, grid, bool(normalize), dict(attrs["fit"]), attrs,
-                    compression_level, max_tiles_in_flight, float(checkpoint_seconds))
+                    compression_level, max_tiles_in_flight, float(checkpoint_seconds), dtype=str(dtype))
 
 
 def plan_job(job: dict[str, Any]) -> GramPlan:
@@ -132,6 +139,7 @@ def plan_job(job: dict[str, Any]) -> GramPlan:
         compression_level=job["gram"]["compression_level"],
         max_tiles_in_flight=job["cluster"].get("max_tiles_in_flight"),
         checkpoint_seconds=job["gram"].get("checkpoint_seconds", CHECKPOINT_SECONDS),
+        dtype=job["gram"].get("dtype", "float64"),
     )
     plan.timings["read_s"] = read_s
     return plan
@@ -200,9 +208,9 @@ class MemorySink:
 
     write_path: str | None = None
 
-    def __init__(self, grid: st.TileGrid) -> None:
+    def __init__(self, grid: st.TileGrid, dtype: str = "float64") -> None:
         self.grid = grid
-        self.gram = np.zeros((grid.n_rows, grid.n_cols), dtype=np.float64)
+        self.gram = np.zeros((grid.n_rows, grid.n_cols), dtype=dtype)
         self.mask = np.zeros(grid.shape, dtype=bool)
         self.diag_rows: np.ndarray | None = None
         self.diag_cols: np.ndarray | None = None
@@ -237,8 +245,9 @@ class MemorySink:
 Sink = StoreSink | MemorySink
 
 
-def check_output_location(path: str, n_rows: int, n_cols: int) -> None:
-    """Fail before any compute when the store cannot be written (a clear, early error)."""
+def check_output_location(path: str, n_rows: int, n_cols: int, itemsize: int = 8) -> None:
+    """Fail before any compute when the store cannot be written (a clear, early error);
+    ``itemsize``: bytes per Gram entry (8 for float64, 4 for float32)."""
     target = Path(path).resolve()
     parent = target.parent
     while not parent.exists():
@@ -250,7 +259,7 @@ def check_output_location(path: str, n_rows: int, n_cols: int) -> None:
     if target.exists() and not os.access(target, os.W_OK):
         raise StoreError(f"{path}: store is not writable")
     free = shutil.disk_usage(parent).free
-    need = n_rows * n_cols * 8
+    need = n_rows * n_cols * itemsize
     # A float64 Gram compresses, but rarely below a quarter of its size; below that, stop now.
     if free < need / 4 + (16 << 20):
         raise StoreError(
@@ -268,8 +277,10 @@ def open_existing_store(plan: GramPlan, path: str, overwrite: bool) -> Any | Non
     root = st.open_store(path, mode="r+")
     diff = st.fingerprint_mismatch(root, plan.attrs)
     if diff:
+        grown = (f"; it has grown by {len(root.attrs['appends'])} append(s) since its job ran: "
+                 f"`gramdist append {path}` resumes it" if root.attrs.get("appends") else "")
         raise StoreError(
-            f"{path}: store was made by a different job ({', '.join(diff)} differ); "
+            f"{path}: store was made by a different job ({', '.join(diff)} differ){grown}; "
             "choose another --out or pass --overwrite"
         )
     return root
@@ -278,7 +289,7 @@ def open_existing_store(plan: GramPlan, path: str, overwrite: bool) -> Any | Non
 def create_store(plan: GramPlan, path: str, overwrite: bool) -> Any:
     """A new store laid out for the plan, holding its attributes and the graphs' labels and ids."""
     root = st.create_store(path, plan.grid, plan.attrs, compression_level=plan.compression_level,
-                           overwrite=overwrite)
+                           overwrite=overwrite, dtype=plan.dtype)
     st.write_graph_vectors(root, plan.rows, cols=None if plan.symmetric else plan.cols)
     return root
 
@@ -314,8 +325,8 @@ def obtain_state(ex: Executor, plan: GramPlan, sink: Sink, log: Log) -> KernelSt
 def share_state(ex: Executor, sink: Sink, state: KernelState | None, token: str) -> Any:
     """A future of the state for the tasks: read from the store by a worker (recomputable if
     that worker dies), or shipped once from here."""
-    if state is None:
-        return ex.submit(tasks.load_state_task, sink.write_path, key=f"state-{token}")
+    if state is None:  # a sink may write tiles elsewhere than the store holding the state
+        return ex.submit(tasks.load_state_task, getattr(sink, "state_path", sink.write_path), key=f"state-{token}")
     return ex.put(state, key=f"state-{token}")
 
 
@@ -425,7 +436,7 @@ def compute_tiles(ex: Executor, plan: GramPlan, state_f: Any, emb: Embedded, sin
         else:
             d_rows, d_cols = diag_rows[r0:r1], diag_cols[c0:c1]
         return ex.submit(tasks.tile_task, kernel, state_f, emb.rows[i], emb.cols[j], d_rows, d_cols,
-                         sink.write_path, grid, tl, ids, key=f"tile-{i}-{j}-{token}", retries=1)
+                         sink.write_path, grid, tl, ids, plan.dtype, key=f"tile-{i}-{j}-{token}", retries=1)
 
     ready = list({f.key: f for f in (*emb.rows.values(), *emb.cols.values(), *emb.diag.values(),
                                      *emb.counts)}.values())

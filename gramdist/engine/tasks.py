@@ -72,6 +72,7 @@ def tile_task(
     grid: TileGrid,
     tile: tuple[int, int],
     graph_ids: tuple[tuple[int, int], tuple[int, int]],
+    dtype: str = "float64",
 ) -> tuple[tuple[int, int], float, int, np.ndarray | None]:
     """Compute tile ``(i, j)``, write it (and its mirror) into the store at ``store_path``.
 
@@ -81,6 +82,8 @@ def tile_task(
 
     Diagonal tiles of a symmetric Gram are symmetrised from their upper triangle so that the
     stored matrix is exactly symmetric. ``diag_rows``/``diag_cols`` given means normalise.
+    Everything is computed in float64; a ``float32`` Gram is rounded once, at the end (the
+    checksum is of the rounded values, as stored).
     """
     t0 = time.perf_counter()
     i, j = tile
@@ -98,6 +101,10 @@ def tile_task(
             mirror_upper(block)
         if not np.all(np.isfinite(block)):
             raise FloatingPointError("non-finite kernel values")
+        if dtype != "float64":
+            block = block.astype(dtype)
+            if not np.all(np.isfinite(block)):
+                raise FloatingPointError(f"kernel values overflow {dtype}")
     except Exception as exc:
         (r0, r1), (c0, c1) = graph_ids
         raise TileError(
@@ -109,7 +116,7 @@ def tile_task(
     r0, r1 = grid.row_range(i)
     c0, c1 = grid.col_range(j)
     try:
-        gram = gram_array(store_path)
+        gram = gram_array(store_path, (grid.n_rows, grid.n_cols, dtype))
         gram[r0:r1, c0:c1] = block
         if grid.symmetric and i != j:
             gram[c0:c1, r0:r1] = block.T
