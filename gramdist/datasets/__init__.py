@@ -9,7 +9,9 @@
     dataset: {name: ENZYMES, node_attributes: [0, 3], limit: 50}
 
 ``node_attributes`` is ``all`` (default), ``none`` (drop them) or a list of 0-based column
-indices to keep, in that order; ``limit: k`` keeps the first ``k`` graphs.
+indices to keep, in that order; ``skip: k`` drops the first ``k`` graphs and ``limit: k``
+keeps the first ``k`` graphs (after ``skip``): ``{..., skip: 19800}`` is what a store of the
+first 19,800 graphs (``limit: 19800``) is appended.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ __all__ = [
 ]
 
 _SOURCES = ("name", "path", "synthetic")
-_KEYS = (*_SOURCES, "node_attributes", "limit")
+_KEYS = (*_SOURCES, "node_attributes", "skip", "limit")
 
 
 def load_dataset(spec: str | Path | Mapping) -> GraphBatch:
@@ -44,7 +46,7 @@ def load_dataset(spec: str | Path | Mapping) -> GraphBatch:
     spec : str, Path or mapping
         A dataset name (``"MUTAG"``), a ``Path`` to a TU folder, or the job's ``dataset:``
         mapping with exactly one of ``name``, ``path``, ``synthetic`` (keyword arguments of
-        :func:`make_synthetic`), and optionally ``node_attributes`` and ``limit``.
+        :func:`make_synthetic`), and optionally ``node_attributes``, ``skip`` and ``limit``.
 
     Returns
     -------
@@ -84,6 +86,11 @@ def load_dataset(spec: str | Path | Mapping) -> GraphBatch:
     else:
         batch = _synthetic(value)
 
+    skip = spec.get("skip")
+    if skip is not None:
+        if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
+            raise JobError(f"dataset.skip: expected a non-negative integer, got {skip!r}")
+        batch = batch[skip:]
     limit = spec.get("limit")
     if limit is not None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:

@@ -327,7 +327,15 @@ def read_state(path: str | os.PathLike) -> KernelState:
 
 @lru_cache(maxsize=8)
 def _open_gram_array(path: str) -> zarr.Array:
-    return zarr.open_array(path, path="gram", mode="r+")
+    return _keep_empty(zarr.open_array(path, path="gram", mode="r+"))
+
+
+def _keep_empty(arr: zarr.Array) -> zarr.Array:
+    """``arr`` writing every chunk, even one equal to the fill value everywhere: Zarr's
+    default skips (and deletes) such chunks, which would make an all-zero tile, or a done-mask
+    of zeros, indistinguishable from a lost chunk file. The setting is not persisted in the
+    metadata, so every writer opens the array through here."""
+    return arr.with_config({"write_empty_chunks": True})
 
 
 def gram_array(path: str, layout: tuple[int, int, str] | None = None) -> zarr.Array:
@@ -410,8 +418,8 @@ def write_done_mask(root: zarr.Group, mask: np.ndarray, checksums: np.ndarray | 
     """Save the done-mask; the checksums of its tiles first, so a tile marked done on disk
     always has its checksum there too."""
     if checksums is not None:
-        root["tile_checksums"][...] = checksums
-    root["tiles_done"][...] = mask.astype(np.uint8)
+        _keep_empty(root["tile_checksums"])[...] = checksums
+    _keep_empty(root["tiles_done"])[...] = mask.astype(np.uint8)
 
 
 def tile_checksum(block: np.ndarray) -> int:
@@ -441,7 +449,7 @@ def tile_damage(root: zarr.Group, grid: TileGrid, mask: np.ndarray, gram: np.nda
     (truncated, overwritten header), or holds values that no longer match the checksum
     recorded when it was written. ``gram`` is the store's Gram if already loaded (else each
     tile is read from disk). A store made before checksums were recorded is checked for
-    missing and undecodable chunks only.
+    undecodable chunks only.
     """
     sums = read_checksums(root, where)
     arr = root["gram"]
@@ -453,16 +461,17 @@ def tile_damage(root: zarr.Group, grid: TileGrid, mask: np.ndarray, gram: np.nda
         for ci, cj in places:
             (r0, r1), (c0, c1) = grid.row_range(ci), grid.col_range(cj)
             chunk = _chunk_name(root, "gram", (ci, cj))
-            if not _chunk_exists(root, "gram", (ci, cj)):
-                bad[(i, j)] = f"chunk {chunk} is missing (it would read as zeros)"
-                break
             try:
                 block = np.asarray(arr[r0:r1, c0:c1] if gram is None else gram[r0:r1, c0:c1])
             except Exception as exc:  # noqa: BLE001 - codec errors come in several types
                 bad[(i, j)] = f"chunk {chunk} cannot be decoded ({type(exc).__name__}: {exc})"
                 break
+            # a chunk file that is absent reads as zeros: damage unless the tile was all zeros
+            # (stores before 0.2 did not write such tiles), which its checksum tells
             if sums is not None and tile_checksum(block) != int(sums[i, j]):
-                bad[(i, j)] = f"chunk {chunk} does not match the checksum recorded when the tile was written"
+                bad[(i, j)] = (f"chunk {chunk} does not match the checksum recorded when the tile was written"
+                               if _chunk_exists(root, "gram", (ci, cj)) else
+                               f"chunk {chunk} is missing (it reads as zeros)")
                 break
     return bad
 
@@ -736,7 +745,7 @@ def _vector_problem(root: zarr.Group, name: str, n: int | None) -> str | None:
         return f"cannot be read ({type(exc).__name__}: {exc})"
     if n is not None and len(values) != n:
         return f"has {len(values)} entries for {n} graphs"
-    if not _chunk_exists(root, name, (0,)) and len(values):
+    if root.attrs.get("checksummed") and len(values) and not _chunk_exists(root, name, (0,)):
         return f"is missing (its chunk file {_chunk_name(root, name, (0,))} is gone)"
     return None
 
