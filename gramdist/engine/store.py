@@ -488,15 +488,15 @@ def rerun_hint(root: zarr.Group, store: str | os.PathLike) -> str:
     """How to recompute unmarked tiles: the job, or ``gramdist append STORE`` for a store grown
     by appends (whose graphs no single job file names)."""
     if root.attrs.get("appends"):
-        return f"then `gramdist append {store}` recomputes them (a store grown by appends)"
-    return "then rerun its job to recompute them"
+        return f"`gramdist append {store}` recomputes them (a store grown by appends)"
+    return "rerun its job to recompute them"
 
 
 def _damage_message(store: str | os.PathLike, grid: TileGrid, bad: dict[tuple[int, int], str], hint: str) -> str:
     shown = "; ".join(f"{_tile_label(grid, tl)} ({why})" for tl, why in sorted(bad.items())[:3])
     more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
     return (f"{store}: {len(bad)} tile(s) damaged on disk (a chunk lost, undecodable, or not matching the "
-            f"checksum recorded when it was written): {shown}{more}; run `gramdist verify --repair {store}`, {hint}")
+            f"checksum recorded when it was written): {shown}{more}; run `gramdist verify --repair {store}`, then {hint}")
 
 
 # ------------------------------------------------------------------------------- metadata copies
