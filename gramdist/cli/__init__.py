@@ -18,7 +18,7 @@ import sys
 from gramdist.errors import GramdistError
 
 #: modules of this package, each registering its commands, in the order ``--help`` lists them
-COMMANDS = ("run", "append", "store", "evaluate", "stream")
+COMMANDS = ("run", "append", "store", "evaluate", "combine", "stream")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,11 @@ def register(sub: Any) -> None:
     ev.add_argument("--c-max", type=int, default=3, help="largest C exponent, e.g. 7 as some papers")
     ev.add_argument("--scheduler", help="address of an existing Dask scheduler")
     ev.add_argument("--workers", type=int, default=None, help="local worker processes (0: in-process)")
+    ev.add_argument("--combine", action="store_true",
+                    help="select a convex combination of the stores' normalised Grams (weights on a grid) with C in "
+                         "the inner CV, instead of one store")
+    ev.add_argument("--weight-steps", type=int, default=4, metavar="S",
+                    help="with --combine: weights are multiples of 1/S (default 4: 15 combinations of 3 stores)")
     ev.add_argument("--json", action="store_true")
     add_tls_arguments(ev)
     ev.set_defaults(func=cmd_evaluate)
@@ -35,6 +41,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     c_grid = tuple(10.0**k for k in range(args.c_min, args.c_max + 1))
     kwargs = dict(folds=args.folds, repeats=args.repeats, seed=args.seed,
                   inner_folds=args.inner_folds, c_grid=c_grid)
+    if args.combine:
+        from gramdist.evaluation.combine import evaluate_combined
+
+        evaluate = partial(evaluate_combined, steps=args.weight_steps)  # noqa: F811 - the combining protocol
     if args.workers == 0 and not args.scheduler:
         result = evaluate(args.stores, **kwargs)
     else:
@@ -47,7 +57,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({k: result[k] for k in ("accuracy_mean", "accuracy_std", "folds", "repeats",
                                                  "supervised_fit_graphs", "test_graphs")}
-                         | {"stores": result["stores"], "selections": result["selections"]}))
+                         | {"stores": result["stores"], "selections": result["selections"]}
+                         | {k: result[k] for k in ("weights_chosen", "weight_grid") if k in result}))
     else:
         print(f"accuracy: {result['accuracy_mean']:.2f} ± {result['accuracy_std']:.2f} % "
               f"({result['repeats']} x {result['folds']}-fold nested CV, "
@@ -58,6 +69,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         chosen: dict[str, int] = {}
         for sel in result["selections"]:
             chosen[Path(sel["store"]).name] = chosen.get(Path(sel["store"]).name, 0) + 1
-        if len(result["stores"]) > 1:
+        if "weights_chosen" in result:
+            names = ", ".join(Path(s).name for s in result["stores"])
+            print(f"selected weights ({names}; {len(result['weight_grid'])} candidates): "
+                  + ", ".join(f"({', '.join(f'{x:.3g}' for x in c['weights'])}) x{c['folds']}"
+                              for c in result["weights_chosen"]))
+        elif len(result["stores"]) > 1:
             print("selected stores: " + ", ".join(f"{k} x{v}" for k, v in sorted(chosen.items())))
     return 0

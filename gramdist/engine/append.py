@@ -284,6 +284,9 @@ def append(
     st.open_store(path)  # a clear error before a lock file appears beside a store that is not there
     with StoreLock(path, log=log):
         root = st.open_store(path, mode="r+")
+        if root.attrs.get("combination"):
+            raise StoreError(f"{path}: a combination of stores (`gramdist combine`) cannot be appended to: append to "
+                             "each of its stores, then combine them again")
         record = root.attrs.get("pending_append")
         stray = [n for n in st.pending_groups(path) if not record or n != record.get("group")]
         if stray:  # left by an append killed before it recorded its group, or after its commit

@@ -715,8 +715,8 @@ def _check_vectors(root: zarr.Group, path: Path, grid: TileGrid, check: _Verific
                                    "stores cannot be matched with each other"),
         ("fit_indices", None, "the fit sample's indices: the Gram can still be trusted"),
     ):
-        if name == "y" and not _present(root, name):
-            continue  # a dataset without labels
+        if (name == "y" and not _present(root, name)) or (name == "fit_indices" and not attrs.get("state_complete")):
+            continue  # a dataset without labels; a store without a fit (a combination)
         problem = _vector_problem(root, name, n)
         if problem:
             check.problems.append(f"{path}: {name} {problem}: {meaning}; recompute the store with --overwrite to "
@@ -836,6 +836,24 @@ def mark_complete(root: zarr.Group, grid: TileGrid) -> bool:
     if done and "tile_checksums" in root:
         save_backup(root)
     return done
+
+
+# ------------------------------------------------------------------------------- blocks
+def read_block(root: zarr.Group, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
+    """``gram[r0:r1, c0:c1]`` as stored (check the store first: :func:`verify_store`)."""
+    return np.asarray(root["gram"][rows[0]:rows[1], cols[0]:cols[1]])
+
+
+def write_tile(root: zarr.Group, grid: TileGrid, tile: tuple[int, int], block: np.ndarray) -> int:
+    """Write tile ``(i, j)`` (and its mirror in a symmetric store) from this process, in the
+    store's dtype; return its :func:`tile_checksum` for the done-mask's record."""
+    arr = _keep_empty(root["gram"])
+    block = np.asarray(block).astype(arr.dtype, copy=False)
+    (r0, r1), (c0, c1) = grid.row_range(tile[0]), grid.col_range(tile[1])
+    arr[r0:r1, c0:c1] = block
+    if grid.symmetric and tile[0] != tile[1]:
+        arr[c0:c1, r0:r1] = block.T
+    return tile_checksum(block)
 
 
 # ------------------------------------------------------------------------------- reading

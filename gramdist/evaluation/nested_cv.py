@@ -219,6 +219,7 @@ def evaluate(
     inner_folds: int = 5,
     c_grid: tuple[float, ...] = DEFAULT_C_GRID,
     client: Any = None,
+    candidates: list[GramSource] | None = None,
 ) -> dict[str, Any]:
     """Nested CV accuracy of an SVC on the given stores; see the module docstring.
 
@@ -231,6 +232,8 @@ def evaluate(
     c_grid : candidate values of C.
     client : a ``distributed.Client`` to run the outer folds on; ``None`` runs them in this
         process (serially).
+    candidates : the :class:`GramSource` objects the inner CV selects among (with C), e.g.
+        weighted sums of the stores (:mod:`gramdist.evaluation.combine`); default: one per store.
 
     Returns
     -------
@@ -258,7 +261,8 @@ def evaluate(
         skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed + r)
         for f, (train, test) in enumerate(skf.split(np.zeros(len(free)), y[free])):
             jobs.append((r, f, np.sort(np.concatenate([fixed, free[train]])), free[test], seed + 1000 * (r + 1) + f))
-    args = [(tuple(stores), y, tr, te, tuple(c_grid), inner_folds, s, held if len(fixed) else None)
+    chosen_from = tuple(candidates) if candidates is not None else tuple(stores)
+    args = [(chosen_from, y, tr, te, tuple(c_grid), inner_folds, s, held if len(fixed) else None)
             for _, _, tr, te, s in jobs]
     if client is None:
         results = [outer_fold(*a) for a in args]
