@@ -209,8 +209,9 @@ def test_readers_during_a_commit_fail_in_one_line_and_the_next_append_finishes_i
     monkeypatch.setattr(st, "write_done_mask", real)
     with pytest.raises(StoreError, match="is being committed; read it again in a moment"):
         open_gram(base)
-    line = one_error_line(run_cli("evaluate", str(base), "--workers", "0", "--folds", "2", "--repeats", "1"))
-    assert "being committed" in line or "incomplete" in line, line
+    for args in (("evaluate", str(base), "--workers", "0", "--folds", "2", "--repeats", "1"), ("info", str(base))):
+        line = one_error_line(run_cli(*args))
+        assert "an append (24 -> 33 graphs) is being committed; read it again in a moment" in line, line
     res = append(base, None, n_workers=0, **QUIET)
     assert res.complete and res.tiles_computed == 0
     assert np.array_equal(open_gram(base)[0], reference)

@@ -279,9 +279,9 @@ def append(
     path = str(store)
     t_start = time.perf_counter()
     if cluster_overrides:
-        cluster = {**((st.open_store(path).attrs.get("job") or {}).get("cluster") or {}), **(cluster or {}),
-                   **cluster_overrides}
-    st.open_store(path)  # a clear error before a lock file appears beside a store that is not there
+        cluster = {**((st.open_store(path, mode="r+").attrs.get("job") or {}).get("cluster") or {}),
+                   **(cluster or {}), **cluster_overrides}
+    st.open_store(path, mode="r+")  # a clear error before a lock file appears beside a store that is not there
     with StoreLock(path, log=log):
         root = st.open_store(path, mode="r+")
         if root.attrs.get("combination"):

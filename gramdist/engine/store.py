@@ -153,7 +153,8 @@ def _create_record_array(group: zarr.Group, name: str, grid: TileGrid, overwrite
 def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
     """Open an existing store; :class:`StoreError` if it is not a gramdist store, or if its
     group metadata or the metadata of ``gram``/``tiles_done`` is lost (saying what is lost and
-    whether ``gramdist verify --repair`` can restore it)."""
+    whether ``gramdist verify --repair`` can restore it). A reader (``mode="r"``) is refused,
+    in one line, while an append is being committed (its arrays are then changing)."""
     path = Path(path)
     if not path.exists():
         raise StoreError(f"{path}: no such store")
@@ -180,7 +181,22 @@ def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
     if missing:  # e.g. a copy cut short: never a KeyError traceback later
         raise StoreError(f"{path}: not a complete gramdist store (no {' or '.join(missing)} array); "
                          "rerun its job with --overwrite")
+    pending = root.attrs.get("pending_append")
+    if mode == "r" and pending and pending.get("state") == "committing":
+        raise StoreError(committing_message(path, pending))
     return root
+
+
+def is_gramdist_store(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a gramdist store, damaged or not (its group metadata names gramdist,
+    or is lost from a folder laid out as a store): :func:`open_store` then says what is wrong."""
+    path = Path(path)
+    if not path.is_dir():
+        return False
+    try:
+        return "gramdist_version" in json.loads((path / "zarr.json").read_bytes()).get("attributes", {})
+    except (OSError, ValueError, AttributeError):
+        return _looks_like_store(path)
 
 
 def _looks_like_store(path: Path) -> bool:

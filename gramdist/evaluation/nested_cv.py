@@ -33,7 +33,14 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.engine.store import open_gram, open_store, read_graph_ids, read_kernel_attrs, read_labels
+from gramdist.engine.store import (
+    is_gramdist_store,
+    open_gram,
+    open_store,
+    read_graph_ids,
+    read_kernel_attrs,
+    read_labels,
+)
 from gramdist.errors import StoreError
 
 DEFAULT_C_GRID = tuple(10.0**k for k in range(-3, 4))
@@ -44,24 +51,16 @@ def find_stores(paths: list[str]) -> list[str]:
     out: list[str] = []
     for p in paths:
         path = Path(p)
-        if (path / "zarr.json").exists() and _is_gram_store(path):
+        if is_gramdist_store(path):  # a damaged store is one too: opening it says what is wrong
             out.append(str(path))
         elif path.is_dir():
-            found = sorted(str(c) for c in path.iterdir() if (c / "zarr.json").exists() and _is_gram_store(c))
+            found = sorted(str(c) for c in path.iterdir() if is_gramdist_store(c))
             if not found:
                 raise StoreError(f"{p}: no gramdist stores found in this folder")
             out.extend(found)
         else:
             raise StoreError(f"{p}: no such store")
     return out
-
-
-def _is_gram_store(path: Path) -> bool:
-    try:
-        open_store(path)
-        return True
-    except StoreError:
-        return False
 
 
 @lru_cache(maxsize=4)
