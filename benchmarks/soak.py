@@ -56,7 +56,8 @@ def generator(n_total: int) -> dict:
                           "attr_dim": 0, "seed": 0}}
 
 
-def job_text(n_graphs: int, tile: int, h: int, dtype: str = "float64", n_total: int | None = None) -> str:
+def job_text(n_graphs: int, tile: int, h: int, dtype: str = "float64", n_total: int | None = None,
+             keep: bool = False) -> str:
     spec = generator(n_total or n_graphs)
     if n_total and n_total > n_graphs:
         spec["limit"] = n_graphs
@@ -64,7 +65,7 @@ def job_text(n_graphs: int, tile: int, h: int, dtype: str = "float64", n_total: 
         f"# soak: {n_graphs} synthetic graphs, full WL Gram\n"
         f"dataset: {json.dumps(spec)}\n"
         f"kernel: {{name: wl, h: {h}}}\n"
-        f"gram: {{tile_size: {tile}, normalize: true, dtype: {dtype}}}\n"
+        f"gram: {{tile_size: {tile}, normalize: true, dtype: {dtype}, keep_embeddings: {str(keep).lower()}}}\n"
         f"cluster: {{n_workers: 2, threads_per_worker: 1}}\n"
     )
 
@@ -177,6 +178,8 @@ def main() -> int:
     ap.add_argument("--append-fraction", type=float, default=0.01, help="then append this fraction (0: none)")
     ap.add_argument("--dd-mb", type=int, default=2048, help="MiB dd writes to measure the disk (0: skip)")
     ap.add_argument("--force", action="store_true", help="run even if the raw Gram exceeds the free space")
+    ap.add_argument("--keep-embeddings", action=argparse.BooleanOptionalAction, default=True,
+                    help="gram.keep_embeddings: the store keeps its chunks' embeddings, which the append reads")
     ap.add_argument("--workdir", default=tempfile.gettempdir())
     ap.add_argument("--keep", action="store_true", help="keep the store")
     ap.add_argument("--name", default="soak", help="results/<name>.json")
@@ -194,7 +197,7 @@ def main() -> int:
     load_start = [round(x, 2) for x in os.getloadavg()]
     work = Path(tempfile.mkdtemp(prefix="gramdist-soak-", dir=args.workdir))
     job_path = work / "soak.yaml"
-    job_path.write_text(job_text(n, args.tile, args.h, args.dtype, n_total))
+    job_path.write_text(job_text(n, args.tile, args.h, args.dtype, n_total, args.keep_embeddings))
     store = work / "soak.zarr"
     grown_sample = app = None
     try:
@@ -224,6 +227,7 @@ def main() -> int:
     raw_mb = n**2 * itemsize / 1e6
     result = {
         "n_graphs": n, "entries": n**2, "dtype": args.dtype, "tile": args.tile, "h": args.h,
+        "keep_embeddings": args.keep_embeddings,
         "tiles": summary["tiles_total"], "complete": bool(summary["complete"] and info["complete"]),
         "wall_s": round(run["wall_s"], 1), "timings": t,
         "tiles_per_s": round(summary["tiles_computed"] / t["tiles_s"], 2),

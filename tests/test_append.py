@@ -41,12 +41,13 @@ def synthetic(n_total: int, seed: int = 3, attr_dim: int = 0) -> dict:
 
 def job(n_total: int, *, limit: int | None = None, tile: int = 7, kernel: dict | None = None,
         normalize: bool = True, dtype: str = "float64", from_store: str | None = None, test: dict | None = None,
-        attr_dim: int = 0, checkpoint: float = 2.0) -> dict:
+        attr_dim: int = 0, checkpoint: float = 2.0, keep: bool = False) -> dict:
     ds = {"synthetic": synthetic(n_total, attr_dim=attr_dim)}
     if limit is not None:
         ds["limit"] = limit
     spec = {"dataset": ds, "kernel": kernel or {"name": "wl", "h": 2},
-            "gram": {"tile_size": tile, "normalize": normalize, "dtype": dtype, "checkpoint_seconds": checkpoint},
+            "gram": {"tile_size": tile, "normalize": normalize, "dtype": dtype, "checkpoint_seconds": checkpoint,
+                     "keep_embeddings": keep},
             "fit": {"sample_size": 10, "seed": 1, "from_store": from_store}, "_job_name": "append"}
     if test is not None:
         spec["test"] = {"dataset": test}
@@ -127,6 +128,40 @@ def test_two_appends_then_a_third_reread_all_sources(tmp_path, client):
         assert res.complete and res.n_rows == hi
     assert np.array_equal(open_gram(base)[0], reference)
     assert [a["rows"] for a in store_info(base)["appends"]] == [[20, 26], [26, 31], [31, 45]]
+
+
+def count_embedded(monkeypatch) -> list[int]:
+    """Graphs embedded (not read from the store) by tasks run in this process."""
+    from gramdist.engine import tasks
+
+    counted: list[int] = []
+    real = tasks.embed_task
+
+    def embed_task(kernel, state, graphs):
+        counted.append(len(graphs))
+        return real(kernel, state, graphs)
+
+    monkeypatch.setattr(tasks, "embed_task", embed_task)
+    return counted
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_kept_embeddings_spare_the_old_graphs(tmp_path, client, monkeypatch, keep):
+    """A store that keeps its chunks' embeddings (gram.keep_embeddings) appends without
+    embedding its old graphs again; a store that does not pays that once, at its first append,
+    which keeps them. Either way the bits are the from-scratch run's; a damaged kept embedding
+    is embedded again."""
+    base, reference = base_and_reference(tmp_path, client, 30, 20, tile=6, keep=keep)
+    counted = count_embedded(monkeypatch)
+    append(base, {**new_graphs(50, 30), "limit": 9}, n_workers=0, **QUIET)  # 30 -> 39: chunk 5 straddles
+    assert sum(counted) == (39 if not keep else 9)
+    counted.clear()
+    embeddings = base / "embeddings"
+    (embeddings / "r2" / "zarr.json").write_text("{garbled")  # a damaged entry: embedded again
+    append(base, {**new_graphs(50, 30), "skip": 39}, n_workers=0, **QUIET)  # 39 -> 50
+    assert sorted(counted) == [2, 6, 6, 6]  # chunk 2 again; the straddling chunk 6 (36..41); 42..47; 48..49
+    assert np.array_equal(open_gram(base)[0], reference)
+    assert sorted(p.name for p in embeddings.iterdir() if p.is_dir()) == [f"r{i}" for i in range(9)]
 
 
 def test_reappending_the_same_graphs_does_nothing(tmp_path, client):

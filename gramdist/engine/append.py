@@ -101,6 +101,9 @@ class PendingSink(steps.StoreSink):
         self.name = name
         self.write_path = str(Path(path).resolve() / name)
         self.state_path = str(Path(path).resolve())  # the state is the store's own
+        # the old chunks' embeddings are read from the store when it keeps them; every chunk
+        # embedded now is kept (committed with the tiles), so the next append reads them all
+        self.embeddings = (self.state_path if store_root.attrs.get("keep_embeddings") else None, self.write_path)
         self.old_rows = old_rows
 
     def store_diag(self, rows: np.ndarray, cols: np.ndarray) -> None:
@@ -372,7 +375,7 @@ def _start(root: Any, path: str, new: GraphBatch, new_spec: Any, base: Any, clie
              "rows": [old_grid.n_rows, plan.grid.n_rows], "gramdist_version": plan.attrs["gramdist_version"]}
     key = "dataset_checksum" if plan.symmetric else "test_checksum"
     commit_attrs = {key: grown.checksum(), "appends": list(root.attrs.get("appends") or []) + [entry],
-                    "gramdist_version": plan.attrs["gramdist_version"]}
+                    "gramdist_version": plan.attrs["gramdist_version"], "keep_embeddings": True}
     pending = st.create_pending(root, name, plan.grid, dtype=plan.dtype, compression_level=plan.compression_level,
                                 mask=mask, checksums=sums, vectors=vectors)
     pending.attrs["commit_attrs"] = as_jsonable(commit_attrs)

@@ -75,6 +75,8 @@ class GramPlan:
     timings: dict[str, float] = field(default_factory=dict)
     #: the Gram's storage type (``gram.dtype``); tiles are computed in float64 and rounded once
     dtype: str = "float64"
+    #: keep each chunk's embedding in the store (``gram.keep_embeddings``) for later appends
+    keep_embeddings: bool = False
 
     @property
     def symmetric(self) -> bool:
@@ -91,11 +93,14 @@ def plan_gram(kernel: GraphKernel, cols: GraphBatch, rows: GraphBatch | None = N
               tile_size: int, normalize: bool, fit: dict[str, Any],
               dataset_spec: Any = None, test_spec: Any = None, job: dict[str, Any] | None = None,
               compression_level: int = 1, max_tiles_in_flight: int | None = None,
-              checkpoint_seconds: float = CHECKPOINT_SECONDS, dtype: str = "float64") -> GramPlan:
+              checkpoint_seconds: float = CHECKPOINT_SECONDS, dtype: str = "float64",
+              keep_embeddings: bool = False) -> GramPlan:
     """A :class:`GramPlan` for K(rows, cols); ``rows`` None means the symmetric K(cols, cols).
 
     ``dtype`` is the Gram's storage type, ``"float64"`` or ``"float32"`` (half the store and
-    its I/O; each entry is the float64 value rounded to nearest).
+    its I/O; each entry is the float64 value rounded to nearest). ``keep_embeddings`` keeps
+    each chunk's embedding in the store, so that an append reads the old graphs' embeddings
+    instead of computing them again.
     """
     if len(cols) == 0:
         raise JobError("the dataset has no graphs")
@@ -117,10 +122,12 @@ def plan_gram(kernel: GraphKernel, cols: GraphBatch, rows: GraphBatch | None = N
         "normalize": bool(normalize),
         "symmetric": symmetric,
         "dtype": st.check_dtype(dtype),
+        "keep_embeddings": bool(keep_embeddings),
         "job": job or {},
     }
     return GramPlan(kernel, rows, cols, grid, bool(normalize), dict(attrs["fit"]), attrs,
-                    compression_level, max_tiles_in_flight, float(checkpoint_seconds), dtype=str(dtype))
+                    compression_level, max_tiles_in_flight, float(checkpoint_seconds), dtype=str(dtype),
+                    keep_embeddings=bool(keep_embeddings))
 
 
 def plan_job(job: dict[str, Any]) -> GramPlan:
@@ -140,6 +147,7 @@ def plan_job(job: dict[str, Any]) -> GramPlan:
         max_tiles_in_flight=job["cluster"].get("max_tiles_in_flight"),
         checkpoint_seconds=job["gram"].get("checkpoint_seconds", CHECKPOINT_SECONDS),
         dtype=job["gram"].get("dtype", "float64"),
+        keep_embeddings=job["gram"].get("keep_embeddings", False),
     )
     plan.timings["read_s"] = read_s
     return plan
@@ -171,6 +179,8 @@ class StoreSink:
         self.write_path: str | None = str(Path(path).resolve())
         self.mask = st.read_done_mask(root)
         self.checksums = st.read_checksums(root, path)  # None for a store begun before them
+        # a store that keeps its chunks' embeddings (gram.keep_embeddings) reads and adds to them
+        self.embeddings = (self.write_path,) * 2 if root.attrs.get("keep_embeddings") else None
         self._last_flush = time.monotonic()
 
     def has_diag(self) -> bool:
@@ -362,9 +372,14 @@ def embed(ex: Executor, plan: GramPlan, state_f: Any, sink: Sink, todo: list[tup
     if grid.symmetric:
         row_needed |= col_needed
 
+    kept = getattr(sink, "embeddings", None)  # (read from, keep in): a store keeping its embeddings
+
     def submit(batch: GraphBatch, rng: tuple[int, int], tag: str) -> Any:
-        return ex.submit(tasks.embed_task, kernel, state_f, batch[rng[0]:rng[1]], key=f"embed-{tag}-{token}",
-                         spread=True)
+        chunk = batch[rng[0]:rng[1]]
+        if kept is not None:
+            return ex.submit(tasks.cached_embed_task, kernel, state_f, chunk, kept[0], kept[1], tag,
+                             chunk.checksum(), key=f"embed-{tag}-{token}", spread=True)
+        return ex.submit(tasks.embed_task, kernel, state_f, chunk, key=f"embed-{tag}-{token}", spread=True)
 
     started = time.perf_counter()
     rows = {i: submit(plan.rows, grid.row_range(i), f"r{i}") for i in sorted(row_needed)}

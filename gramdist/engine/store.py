@@ -114,6 +114,8 @@ def create_store(
     dtype = check_dtype(dtype or attrs.get("dtype") or "float64")
     root = zarr.open_group(str(path), mode="w" if overwrite else "w-", zarr_format=3)
     _create_tile_arrays(root, grid, dtype, compression_level)
+    if attrs.get("keep_embeddings"):
+        root.require_group(EMBEDDINGS)
     root.attrs.update(as_jsonable(attrs) | {"complete": False, "state_complete": False, "diag_complete": False,
                                             "dtype": dtype, "checksummed": True})
     return root
@@ -339,6 +341,87 @@ def read_state(path: str | os.PathLike) -> KernelState:
     names = group.attrs.get("arrays", [])
     arrays = {name: read_array(group, name, f"{path}/state") for name in names}
     return KernelState.from_store_parts(arrays, group.attrs.get("kernel_attrs", {}))
+
+
+# ------------------------------------------------------------------------------- kept embeddings
+#: group of a store holding the embeddings of its chunks (``gram.keep_embeddings``)
+EMBEDDINGS = "embeddings"
+
+
+def write_embedding(path: str | os.PathLike, name: str, emb: Any, checksum: str) -> bool:
+    """Keep the embedding of one chunk of graphs (``name``: ``r<i>`` for row chunk i, ``c<j>``
+    for column chunk j) in ``path/embeddings/name``, tagged with the content checksum of the
+    chunk's graphs; False (nothing kept) when the embedding is not a dataclass of arrays.
+
+    Embeddings are kernel objects; the only form kept is a dataclass defined in a
+    ``gramdist.kernels`` module whose fields are arrays (or None): each field becomes an array,
+    the class's dotted name an attribute. Nothing is pickled, and :func:`read_embedding`
+    rebuilds only such dataclasses.
+    """
+    import dataclasses
+
+    cls = type(emb)
+    if not dataclasses.is_dataclass(emb) or not cls.__module__.startswith("gramdist.kernels."):
+        return False
+    values = {f.name: getattr(emb, f.name) for f in dataclasses.fields(emb) if f.init and not f.name.startswith("_")}
+    if not all(v is None or isinstance(v, np.ndarray) for v in values.values()):
+        return False
+    group = zarr.open_group(str(Path(path) / EMBEDDINGS / name), mode="w", zarr_format=3)
+    for key, value in values.items():
+        if value is not None:
+            value = np.ascontiguousarray(value)
+            arr = group.create_array(key, shape=value.shape, chunks=value.shape if value.size else None,
+                                     dtype=value.dtype, fill_value=0, config={"write_empty_chunks": True})
+            if value.size:
+                arr[...] = value
+    # written last: a group without it (a writer killed halfway) is never read
+    group.attrs.update({"class": f"{cls.__module__}.{cls.__qualname__}", "checksum": checksum,
+                        "none": [k for k, v in values.items() if v is None], "complete": True})
+    return True
+
+
+def read_embedding(path: str | os.PathLike, name: str, checksum: str) -> Any | None:
+    """The embedding kept for chunk ``name`` if it was made from graphs with this content
+    checksum; None when there is none, it is for other graphs, or it cannot be read."""
+    import dataclasses
+    import importlib
+
+    folder = Path(path) / EMBEDDINGS / name
+    if not (folder / "zarr.json").is_file():
+        return None
+    try:
+        group = zarr.open_group(str(folder), mode="r")
+        attrs = dict(group.attrs)
+        if not attrs.get("complete") or attrs.get("checksum") != checksum:
+            return None
+        module, _, qualname = str(attrs["class"]).rpartition(".")
+        if not module.startswith("gramdist.kernels."):
+            return None
+        cls = getattr(importlib.import_module(module), qualname)
+        if not dataclasses.is_dataclass(cls):
+            return None
+        fields = {f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")}
+        values = {k: None for k in attrs.get("none", [])}
+        values.update({k: np.asarray(group[k][...]) for k in fields - set(values)})
+        return cls(**values)
+    except Exception:  # noqa: BLE001 - a damaged cache entry: the chunk is embedded again
+        return None
+
+
+def _move_folders(source: Path, target: Path) -> None:
+    """Move every folder under ``source`` to ``target`` (replacing one of the same name)."""
+    import shutil
+
+    if not source.is_dir():
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    if not (target / "zarr.json").exists() and (source / "zarr.json").exists():
+        shutil.copyfile(source / "zarr.json", target / "zarr.json")
+    for child in source.iterdir():
+        if child.is_dir():
+            if (target / child.name).exists():
+                shutil.rmtree(target / child.name)
+            os.replace(child, target / child.name)
 
 
 @lru_cache(maxsize=8)
@@ -1020,6 +1103,7 @@ def create_pending(root: zarr.Group, name: str, grid: TileGrid, *, dtype: str, c
         shutil.rmtree(path)
     group = root.create_group(name)
     _create_tile_arrays(group, grid, dtype, compression_level)
+    group.require_group(EMBEDDINGS)
     write_done_mask(group, mask, checksums)
     for key, values in vectors.items():
         write_vector(group, key, values)
@@ -1072,6 +1156,7 @@ def commit_pending(root: zarr.Group, name: str, grid: TileGrid, attrs: dict[str,
     root.attrs.update({"pending_append": record, "generation": generation, "complete": False})
     source, target = path / name / "gram", path / "gram"
     _move_chunks(source, target)
+    _move_folders(path / name / EMBEDDINGS, path / EMBEDDINGS)
     _write_file_atomic(target / "zarr.json", (source / "zarr.json").read_bytes())
     mask = read_done_mask(group)
     sums = read_checksums(group, path / name)

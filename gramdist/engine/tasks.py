@@ -13,7 +13,14 @@ from typing import Any
 import numpy as np
 
 from gramdist.arrayops import mirror_upper, normalize_block
-from gramdist.engine.store import TileGrid, gram_array, read_state, tile_checksum
+from gramdist.engine.store import (
+    TileGrid,
+    gram_array,
+    read_embedding,
+    read_state,
+    tile_checksum,
+    write_embedding,
+)
 from gramdist.errors import TileError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState
@@ -48,6 +55,24 @@ def embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch) -> A
     emb = kernel.embed(graphs, state)
     if len(emb) != len(graphs):
         raise RuntimeError(f"{type(kernel).__name__}.embed returned {len(emb)} rows for {len(graphs)} graphs")
+    return emb
+
+
+def cached_embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch, source: str | None,
+                      target: str | None, name: str, checksum: str) -> Any:
+    """The embedding of one chunk: read from the store at ``source`` if it keeps one made from
+    these graphs (``checksum``), else computed and, when ``target`` is given, kept there (best
+    effort: a chunk that cannot be kept is embedded again next time)."""
+    if source is not None:
+        emb = read_embedding(source, name, checksum)
+        if emb is not None and len(emb) == len(graphs):
+            return emb
+    emb = embed_task(kernel, state, graphs)
+    if target is not None:
+        try:
+            write_embedding(target, name, emb, checksum)
+        except OSError:
+            pass
     return emb
 
 
