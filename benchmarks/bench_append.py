@@ -12,7 +12,9 @@ t = 4, b = 10, η = 0.5, pyramids fitted on 1,000 graphs), cosine-normalised, ti
 1. ``base``: ``gramdist run`` on the first 99 % of the graphs (this fits the state);
 2. ``full``: ``gramdist run`` on all the graphs with ``fit.from_store: base`` — recomputing
    the whole Gram with the same state, the reference;
-3. ``append 1 %``: ``gramdist append`` of the last 1 % (200 of 20,000) to a copy of ``base``;
+3. ``append 1 %``: ``gramdist append`` of the last 1 % (200 of 20,000) to a copy of ``base``,
+   on ``--workers`` workers as the full run, and again in the command's own process
+   (``--workers 0``: no cluster to start, which is most of a small append's fixed cost);
 4. ``append 10 %``: the same from a store of the first 90 % (made with ``fit.from_store:
    base``; its run is not timed) appending the last 10 %.
 
@@ -119,7 +121,8 @@ def dm_part(work: Path, n: int, tile: int, workers: int, keep: bool) -> dict:
     out["full_run"] = measured("run", str(job), "--set", f"fit.from_store={base}", "--out", str(full), "--quiet",
                                "--json")
     spec = json.loads(json.dumps(__import__("yaml").safe_load(job.read_text())["dataset"]))
-    for label, old in (("append_1pct", one), ("append_10pct", ten)):
+    for label, old, where in (("append_1pct", one, workers), ("append_1pct_in_process", one, 0),
+                              ("append_10pct", ten, workers)):
         store = work / f"dm-{label}.zarr"
         if old == one:
             shutil.copytree(base, store)
@@ -127,8 +130,9 @@ def dm_part(work: Path, n: int, tile: int, workers: int, keep: bool) -> dict:
             measured("run", str(job), "--set", f"dataset.limit={old}", "--set", f"fit.from_store={base}", "--out",
                      str(store), "--quiet", "--json")
         data = json.dumps({**spec, "skip": old})
-        res = measured("append", str(store), data, "--workers", str(workers), "--quiet", "--json")
-        res.update({"old_graphs": old, "added": n - old, "bitwise_equal_to_full": same_gram(store, full)})
+        res = measured("append", str(store), data, "--workers", str(where), "--quiet", "--json")
+        res.update({"old_graphs": old, "added": n - old, "workers": where,
+                    "bitwise_equal_to_full": same_gram(store, full)})
         res.update(compare(out["full_run"], res, tile))
         out[label] = res
         shutil.rmtree(store, ignore_errors=True)
@@ -189,7 +193,7 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     result["load_avg_end"] = [round(x, 2) for x in os.getloadavg()]
     path = save(args.name, result)
-    rows = [("DM", result["dm"], k) for k in ("append_1pct", "append_10pct")]
+    rows = [("DM", result["dm"], k) for k in ("append_1pct", "append_1pct_in_process", "append_10pct")]
     if "nci1_wl" in result:
         rows.append(("NCI1 WL", result["nci1_wl"], "append_1pct"))
     print("| case | full run (s) | append (s) | end to end | embed + tiles | entries | bitwise |")

@@ -370,7 +370,7 @@ def write_embedding(path: str | os.PathLike, name: str, emb: Any, checksum: str)
     for key, value in values.items():
         if value is not None:
             value = np.ascontiguousarray(value)
-            arr = group.create_array(key, shape=value.shape, chunks=value.shape if value.size else None,
+            arr = group.create_array(key, shape=value.shape, chunks=tuple(max(1, d) for d in value.shape),
                                      dtype=value.dtype, fill_value=0, config={"write_empty_chunks": True})
             if value.size:
                 arr[...] = value
