@@ -375,7 +375,8 @@ def _start(root: Any, path: str, new: GraphBatch, new_spec: Any, base: Any, clie
              "rows": [old_grid.n_rows, plan.grid.n_rows], "gramdist_version": plan.attrs["gramdist_version"]}
     key = "dataset_checksum" if plan.symmetric else "test_checksum"
     commit_attrs = {key: grown.checksum(), "appends": list(root.attrs.get("appends") or []) + [entry],
-                    "gramdist_version": plan.attrs["gramdist_version"], "keep_embeddings": True}
+                    "gramdist_version": plan.attrs["gramdist_version"], "keep_embeddings": True,
+                    "checksummed": True}  # every record array is rewritten whole by the commit
     pending = st.create_pending(root, name, plan.grid, dtype=plan.dtype, compression_level=plan.compression_level,
                                 mask=mask, checksums=sums, vectors=vectors)
     pending.attrs["commit_attrs"] = as_jsonable(commit_attrs)

@@ -49,7 +49,7 @@ import zarr
 import zarr.codecs
 
 from gramdist.errors import StoreError
-from gramdist.kernels.base import KernelState, as_jsonable
+from gramdist.kernels.base import GraphKernel, KernelState, as_jsonable
 
 # Attributes that must agree between a store and a job rerun into it.
 FINGERPRINT_KEYS = ("kernel", "dataset_checksum", "test_checksum", "fit", "tile_size", "normalize", "symmetric",
@@ -346,6 +346,8 @@ def read_state(path: str | os.PathLike) -> KernelState:
 # ------------------------------------------------------------------------------- kept embeddings
 #: group of a store holding the embeddings of its chunks (``gram.keep_embeddings``)
 EMBEDDINGS = "embeddings"
+#: the only package whose classes a kept embedding may be rebuilt as: the kernels' own
+_KERNEL_PACKAGE = GraphKernel.__module__.rpartition(".")[0] + "."
 
 
 def write_embedding(path: str | os.PathLike, name: str, emb: Any, checksum: str) -> bool:
@@ -361,7 +363,7 @@ def write_embedding(path: str | os.PathLike, name: str, emb: Any, checksum: str)
     import dataclasses
 
     cls = type(emb)
-    if not dataclasses.is_dataclass(emb) or not cls.__module__.startswith("gramdist.kernels."):
+    if not dataclasses.is_dataclass(emb) or not cls.__module__.startswith(_KERNEL_PACKAGE):
         return False
     values = {f.name: getattr(emb, f.name) for f in dataclasses.fields(emb) if f.init and not f.name.startswith("_")}
     if not all(v is None or isinstance(v, np.ndarray) for v in values.values()):
@@ -395,7 +397,7 @@ def read_embedding(path: str | os.PathLike, name: str, checksum: str) -> Any | N
         if not attrs.get("complete") or attrs.get("checksum") != checksum:
             return None
         module, _, qualname = str(attrs["class"]).rpartition(".")
-        if not module.startswith("gramdist.kernels."):
+        if not module.startswith(_KERNEL_PACKAGE):
             return None
         cls = getattr(importlib.import_module(module), qualname)
         if not dataclasses.is_dataclass(cls):
