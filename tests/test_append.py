@@ -386,11 +386,7 @@ def test_worker_killed_mid_append(big_base, tmp_path):
     base, reference = big_base
     cluster = DaskProcesses(tmp_path / "cluster")
     try:
-        cluster.start_scheduler()
-        for name in ("w0", "w1"):
-            cluster.start_worker(name)
-        cluster.wait_for_workers(2)
-        pids = cluster.worker_pids()
+        pids = cluster.start("w0", "w1")
         proc = start_append(base, new_graphs(360, 240), "--scheduler", cluster.address)
         wait_for_pending(proc, base, 300 + 80)
         os.kill(pids["w0"], signal.SIGKILL)

@@ -117,11 +117,7 @@ def test_worker_process_killed_mid_job(fault_job, tmp_path):
     job, undisturbed = fault_job
     cluster = DaskProcesses(tmp_path / "cluster")
     try:
-        cluster.start_scheduler()
-        for name in ("w0", "w1"):
-            cluster.start_worker(name)
-        cluster.wait_for_workers(2)
-        pids = cluster.worker_pids()
+        pids = cluster.start("w0", "w1")
         out = tmp_path / "k1.zarr"
         t0 = time.perf_counter()
         proc = start_run(job, out, "--scheduler", cluster.address)
