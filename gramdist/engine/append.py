@@ -270,7 +270,9 @@ def append(
     client : an existing ``distributed.Client``; else ``scheduler`` (an address), else a cluster
         as the store's job describes it (``n_workers`` overrides its size; ``n_workers=0`` runs
         in this process without Dask). ``cluster`` replaces the job's cluster section;
-        ``cluster_overrides`` updates it (e.g. TLS ``security``).
+        ``cluster_overrides`` updates it (e.g. TLS ``security``). An append of at most
+        :data:`SMALL_APPEND_ENTRIES` entries for which none of these names a cluster (and the
+        job names no scheduler) runs in this process: a cluster would take longer to start.
     abort : discard an interrupted append instead of finishing it.
     progress, log : as for :func:`~gramdist.engine.runner.run_job`.
 
@@ -445,7 +447,8 @@ def _finish_store(root: Any, path: str, base: Any, client: Any, scheduler: str |
     if (plan.grid.n_rows, plan.grid.n_cols) != (grid.n_rows, grid.n_cols):
         raise StoreError(f"{path}: its Gram is {grid.n_rows} x {grid.n_cols} for {plan.grid.n_rows} x "
                          f"{plan.grid.n_cols} graphs")
-    with _executor(root, client, scheduler, n_workers, cluster) as ex:
+    entries = entries_to_compute(plan.grid, st.read_done_mask(root))
+    with _executor(root, client, scheduler, n_workers, cluster, entries, log) as ex:
         ex.warm_up(type(plan.kernel).__module__)
         sink = steps.StoreSink(root, path, plan.grid, plan.checkpoint_seconds)
         from gramdist.engine.runner import compute_into_store
@@ -463,7 +466,8 @@ def _compute(root: Any, path: str, plan: steps.GramPlan, pending: Any, name: str
     from gramdist.engine.runner import compute_into_store
 
     t = time.perf_counter()
-    with _executor(root, client, scheduler, n_workers, cluster) as ex:
+    entries = entries_to_compute(plan.grid, st.read_done_mask(pending))
+    with _executor(root, client, scheduler, n_workers, cluster, entries, log) as ex:
         ex.warm_up(type(plan.kernel).__module__)
         plan.timings["cluster_s"] = time.perf_counter() - t
         sink = PendingSink(root, pending, name, path, plan.grid, plan.checkpoint_seconds, old_rows)
@@ -483,25 +487,50 @@ def _record_append_timings(root: Any, timings: dict[str, float]) -> None:
         root.attrs["appends"] = appends
 
 
+#: an append computing at most this many Gram entries, with no cluster named (no client, no
+#: scheduler, no jobqueue, no ``n_workers``), runs in this process: starting a LocalCluster
+#: would cost more than it saves (about 2-4 s; 10**7 DM entries are ~5 s of one core)
+SMALL_APPEND_ENTRIES = 10**7
+
+
+def entries_to_compute(grid: st.TileGrid, mask: Any) -> int:
+    """Gram entries of the tiles ``mask`` does not mark done (mirrors not counted)."""
+    total = 0
+    for i, j in grid.tiles():
+        if not mask[i, j]:
+            (r0, r1), (c0, c1) = grid.row_range(i), grid.col_range(j)
+            total += (r1 - r0) * (c1 - c0)
+    return total
+
+
 class _executor:
     """Where the tasks of an append run: a client given, a scheduler, the job's cluster, or
-    (``n_workers=0``) this process."""
+    this process (``n_workers=0``, or a small append with no cluster named: see
+    :data:`SMALL_APPEND_ENTRIES`)."""
 
     def __init__(self, root: Any, client: Any, scheduler: str | None, n_workers: int | None,
-                 cluster: dict[str, Any] | None) -> None:
+                 cluster: dict[str, Any] | None, entries: int | None = None, log: steps.Log | None = None) -> None:
         from gramdist.jobs import DEFAULTS
 
         job = root.attrs.get("job") or {}
         self.spec = dict(DEFAULTS["cluster"]) | dict(cluster or job.get("cluster") or {})
+        self.named = bool(n_workers is not None or cluster or scheduler or self.spec.get("scheduler")
+                          or self.spec.get("jobqueue") or os.environ.get("DASK_SCHEDULER_ADDRESS"))
         if n_workers is not None:
             self.spec["n_workers"] = n_workers
         self.client, self.scheduler = client, scheduler
+        self.entries, self.log = entries, log
         self._ctx: Any = None
 
     def __enter__(self) -> Executor:
         if self.client is not None:
             ex: Executor = DaskExecutor(self.client)
         elif self.spec.get("n_workers") == 0 and not (self.scheduler or self.spec.get("scheduler")):
+            return InlineExecutor()
+        elif not self.named and self.entries is not None and self.entries <= SMALL_APPEND_ENTRIES:
+            if self.log:
+                self.log(f"gramdist: a small append ({self.entries:,} Gram entries): computing in this process "
+                         "(--workers N for a cluster)")
             return InlineExecutor()
         else:
             from gramdist.engine.cluster import connect
