@@ -396,3 +396,17 @@ def test_worker_killed_mid_append(big_base, tmp_path):
         assert np.array_equal(open_gram(base)[0], reference)
     finally:
         cluster.close()
+
+
+def test_a_process_that_read_the_store_sees_it_grown(tmp_path, client):
+    """Grams cached by evaluate (and by combinations) are keyed by the store's version: after an
+    append, the same process reads the grown store, not the cached old one."""
+    from gramdist.evaluation.combine import normalised_gram
+    from gramdist.evaluation.nested_cv import _load, evaluate
+
+    base, reference = base_and_reference(tmp_path, client, 30, 10, tile=8)
+    assert _load(str(base)).shape == (30, 30) and normalised_gram(str(base)).shape == (30, 30)
+    assert evaluate([str(base)], folds=2, repeats=1)["test_graphs"] == 30
+    append(base, new_graphs(40, 30), n_workers=0, **QUIET)
+    assert np.array_equal(_load(str(base)), reference) and normalised_gram(str(base)).shape == (40, 40)
+    assert evaluate([str(base)], folds=2, repeats=1)["test_graphs"] == 40

@@ -189,6 +189,17 @@ def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
     return root
 
 
+def store_version(path: str | os.PathLike) -> tuple[int, int]:
+    """Changes whenever the store does (an append's commit, a rerun, ``--overwrite``): its
+    ``generation`` and the time its group metadata was last written. For caches of its Gram."""
+    try:
+        meta = Path(path) / "zarr.json"
+        generation = json.loads(meta.read_bytes()).get("attributes", {}).get("generation", 0)
+        return int(generation), meta.stat().st_mtime_ns
+    except (OSError, ValueError, AttributeError):
+        return -1, -1
+
+
 def is_gramdist_store(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a gramdist store, damaged or not (its group metadata names gramdist,
     or is lost from a folder laid out as a store): :func:`open_store` then says what is wrong."""
@@ -787,7 +798,12 @@ def verify_store(store: str | os.PathLike, *, repair: bool = False) -> dict[str,
     if sums is None:
         legacy = (f"{store}: no tile checksums (made before gramdist recorded them): checked only that the "
                   f"{checked} written tiles are on disk and decode")
-    return _verification_report(check, sorted(bad), checked, sums is not None, legacy)
+    report = _verification_report(check, sorted(bad), checked, sums is not None, legacy)
+    if pending:  # not damage: the store as it stands was checked; the append's tiles are checked on commit
+        report["message"] += (f"\n{store}: note: an append of {pending.get('n_graphs')} graphs ({pending['from'][0]} -> "
+                              f"{pending['to'][0]}) is in progress or was interrupted; `gramdist append {store}` "
+                              "finishes it")
+    return report
 
 
 def _when(t: Any) -> str:

@@ -49,9 +49,14 @@ def weight_grid(n_kernels: int, steps: int) -> list[tuple[float, ...]]:
     return [tuple(x / steps for x in a) for a in singles + mixed]
 
 
-@lru_cache(maxsize=8)
 def normalised_gram(path: str) -> np.ndarray:
-    """The cosine-normalised Gram of a complete store (checked against its checksums), float64."""
+    """The cosine-normalised Gram of a complete store (checked against its checksums), float64;
+    loaded once per process for as long as the store is unchanged."""
+    return _normalised_gram(path, st.store_version(path))
+
+
+@lru_cache(maxsize=8)
+def _normalised_gram(path: str, version: Any) -> np.ndarray:
     k, _ = st.open_gram(path)
     k = np.ascontiguousarray(k, dtype=np.float64)
     root = st.open_store(path)
@@ -62,10 +67,10 @@ def normalised_gram(path: str) -> np.ndarray:
 
 
 @lru_cache(maxsize=16)
-def _train_test_blocks(path: str, train_key: bytes, test_key: bytes) -> tuple[np.ndarray, np.ndarray]:
+def _train_test_blocks(path: str, version: Any, train_key: bytes, test_key: bytes) -> tuple[np.ndarray, np.ndarray]:
     train = np.frombuffer(train_key, dtype=np.int64)
     test = np.frombuffer(test_key, dtype=np.int64)
-    k = normalised_gram(path)
+    k = _normalised_gram(path, version)
     return k[np.ix_(train, train)], k[np.ix_(test, train)]
 
 
@@ -101,7 +106,7 @@ class CombinedSource(GramSource):
 
     def blocks(self, train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keys = (np.ascontiguousarray(train, dtype=np.int64).tobytes(), np.ascontiguousarray(test, dtype=np.int64).tobytes())
-        parts = [_train_test_blocks(s, *keys) for s, w in zip(self.stores, self.weights) if w]
+        parts = [_train_test_blocks(s, st.store_version(s), *keys) for s, w in zip(self.stores, self.weights) if w]
         weights = [w for w in self.weights if w]
         return combined([p[0] for p in parts], weights), combined([p[1] for p in parts], weights)
 

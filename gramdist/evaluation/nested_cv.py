@@ -40,6 +40,7 @@ from gramdist.engine.store import (
     read_graph_ids,
     read_kernel_attrs,
     read_labels,
+    store_version,
 )
 from gramdist.errors import StoreError
 
@@ -64,9 +65,18 @@ def find_stores(paths: list[str]) -> list[str]:
 
 
 @lru_cache(maxsize=4)
-def _load(path: str) -> np.ndarray:
+def _load_version(path: str, version: Any) -> np.ndarray:
     k, _ = open_gram(path)
     return np.ascontiguousarray(k, dtype=np.float64)
+
+
+def _load(path: str) -> np.ndarray:
+    """The store's Gram as float64, loaded once per process for as long as the store is
+    unchanged (an append or a rerun makes it load again)."""
+    return _load_version(path, store_version(path))
+
+
+_load.cache_clear = _load_version.cache_clear  # type: ignore[attr-defined]
 
 
 def supervised_graph_ids(stores: list[str]) -> np.ndarray:
