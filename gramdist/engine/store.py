@@ -1141,14 +1141,16 @@ def _pending_progress(root: zarr.Group, pending: dict[str, Any]) -> tuple[int, i
 
 
 def discard_pending(root: zarr.Group, name: str | None = None) -> list[str]:
-    """Remove staging groups (``name``, or every one) and the ``pending_append`` record."""
+    """Remove staging groups (``name``, or every one) and the ``pending_append`` record if it
+    names one of them."""
     import shutil
 
     path = _where(root)
     names = [name] if name else pending_groups(path)
     for n in names:
         shutil.rmtree(path / n, ignore_errors=True)
-    if root.attrs.get("pending_append") is not None:
+    record = root.attrs.get("pending_append")
+    if record is not None and (name is None or record.get("group") == name):
         root.attrs["pending_append"] = None
     return names
 
