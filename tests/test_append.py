@@ -158,8 +158,11 @@ def test_kept_embeddings_spare_the_old_graphs(tmp_path, client, monkeypatch, kee
     counted.clear()
     embeddings = base / "embeddings"
     (embeddings / "r2" / "zarr.json").write_text("{garbled")  # a damaged entry: embedded again
+    values = zarr.open_array(str(embeddings / "r3" / next(iter(
+        p.name for p in (embeddings / "r3").iterdir() if p.is_dir()))), mode="r+")
+    values[0] = values[0] + 1  # decodable, but not what was kept: embedded again
     append(base, {**new_graphs(50, 30), "skip": 39}, n_workers=0, **QUIET)  # 39 -> 50
-    assert sorted(counted) == [2, 6, 6, 6]  # chunk 2 again; the straddling chunk 6 (36..41); 42..47; 48..49
+    assert sorted(counted) == [2, 6, 6, 6, 6]  # chunks 2 and 3 again; the straddling chunk 6; 42..47; 48..49
     assert np.array_equal(open_gram(base)[0], reference)
     assert sorted(p.name for p in embeddings.iterdir() if p.is_dir()) == [f"r{i}" for i in range(9)]
 

@@ -389,8 +389,25 @@ def write_embedding(path: str | os.PathLike, name: str, emb: Any, checksum: str)
                 arr[...] = value
     # written last: a group without it (a writer killed halfway) is never read
     group.attrs.update({"class": f"{cls.__module__}.{cls.__qualname__}", "checksum": checksum,
-                        "none": [k for k, v in values.items() if v is None], "complete": True})
+                        "none": [k for k, v in values.items() if v is None], "digest": _digest(values),
+                        "complete": True})
     return True
+
+
+def _digest(values: dict[str, Any]) -> str:
+    """BLAKE2b of the arrays (names, types, shapes, bytes): a kept embedding damaged on disk
+    but still decodable is caught by it and embedded again, never used."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for key in sorted(values):
+        value = values[key]
+        h.update(key.encode())
+        if value is not None:
+            value = np.ascontiguousarray(value)
+            h.update(f"{value.dtype}{value.shape}".encode())
+            h.update(value.tobytes())
+    return h.hexdigest()
 
 
 def read_embedding(path: str | os.PathLike, name: str, checksum: str) -> Any | None:
@@ -416,6 +433,8 @@ def read_embedding(path: str | os.PathLike, name: str, checksum: str) -> Any | N
         fields = {f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")}
         values = {k: None for k in attrs.get("none", [])}
         values.update({k: np.asarray(group[k][...]) for k in fields - set(values)})
+        if attrs.get("digest") != _digest(values):
+            return None
         return cls(**values)
     except Exception:  # noqa: BLE001 - a damaged cache entry: the chunk is embedded again
         return None
