@@ -25,7 +25,8 @@ def register(sub: Any) -> None:
                                    "cannot be re-read; checked against the store's content checksum")
     ap.add_argument("--scheduler", help="address of an existing Dask scheduler (tcp://HOST:PORT)")
     ap.add_argument("--workers", type=int, default=None,
-                    help="local worker processes (default: the store's job; 0: in this process)")
+                    help="local worker processes (default: the store's job's cluster, or this process for an "
+                         "append of at most 10^7 entries; 0: in this process)")
     ap.add_argument("--abort", action="store_true", help="discard an interrupted append instead of finishing it")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--json", action="store_true", help="print a JSON summary line on stdout")
