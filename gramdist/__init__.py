@@ -38,7 +38,22 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def append(store: str, data=None, *, base=None, client=None, scheduler: str | None = None,
+           n_workers: int | None = None, progress: bool = False):
+    """Append graphs to a Gram store, computing only the entries that involve them; returns an
+    :class:`~gramdist.engine.append.AppendResult`.
+
+    ``data``: anything a job's ``dataset:`` accepts, or a ``GraphBatch``; None finishes an
+    interrupted append. ``n_workers=0`` runs in this process. See
+    :func:`gramdist.engine.append.append`.
+    """
+    from gramdist.engine.append import append as _append
+
+    return _append(store, data, base=base, client=client, scheduler=scheduler, n_workers=n_workers,
+                   progress=progress)
+
+
 __all__ = [
     "DatasetError", "GramTransformer", "GramdistError", "Graph", "GraphBatch", "InputError", "JobError",
-    "StoreError", "TileError", "__version__", "compute_gram", "open_gram", "submit",
+    "StoreError", "TileError", "__version__", "append", "compute_gram", "open_gram", "submit",
 ]

@@ -6,7 +6,8 @@ A job is a YAML mapping with these sections (all but ``dataset`` and ``kernel`` 
                                        # optional node_attributes: all|none|[cols], limit: k
     kernel:   {name: wl, h: 5}         # every other key is a parameter of the kernel
     fit:      {sample_size: null, seed: 0, from_store: null}
-    gram:     {tile_size: 256, normalize: false}
+    gram:     {tile_size: 256, normalize: false, dtype: float64}   # or float32: half the store
+                                       # keep_embeddings: true keeps each chunk's embedding (fast appends)
     test:     {dataset: {name: ...}}   # rectangular K(test, train); fit on `dataset`
     output:   mutag-wl.zarr            # default: <job file stem>.zarr in the working dir
     cluster:  {scheduler: null, n_workers: null, threads_per_worker: 1, memory_limit: auto,
@@ -35,7 +36,7 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]] | None] = {
     "kernel": None,
     "fit": {"sample_size": (int, type(None)), "seed": (int,), "from_store": (str, type(None))},
     "gram": {"tile_size": (int,), "normalize": (bool,), "compression_level": (int,),
-             "checkpoint_seconds": (int, float)},
+             "checkpoint_seconds": (int, float), "dtype": (str,), "keep_embeddings": (bool,)},
     "test": {"dataset": (dict, str)},
     "output": None,
     "cluster": {
@@ -55,7 +56,8 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]] | None] = {
 
 DEFAULTS: dict[str, Any] = {
     "fit": {"sample_size": None, "seed": 0, "from_store": None},
-    "gram": {"tile_size": 256, "normalize": False, "compression_level": 1, "checkpoint_seconds": 2.0},
+    "gram": {"tile_size": 256, "normalize": False, "compression_level": 1, "checkpoint_seconds": 2.0,
+             "dtype": "float64", "keep_embeddings": False},
     "cluster": {
         "scheduler": None,
         "n_workers": None,
@@ -190,6 +192,8 @@ def validate_job(job: dict[str, Any], source: str = "job") -> dict[str, Any]:
     gram = job["gram"]
     if gram["tile_size"] < 1:
         raise JobError(f"{source}: gram.tile_size must be >= 1, got {gram['tile_size']}")
+    if gram["dtype"] not in ("float64", "float32"):
+        raise JobError(f"{source}: gram.dtype must be float64 or float32, got {gram['dtype']!r}")
     if not gram["checkpoint_seconds"] > 0:
         raise JobError(f"{source}: gram.checkpoint_seconds must be > 0, got {gram['checkpoint_seconds']}")
     fit = job["fit"]

@@ -162,6 +162,14 @@ class DaskProcesses:
 
         return Client(self.address, security=self.security, timeout="30s")
 
+    def start(self, *names: str) -> dict[str, int]:
+        """Start the scheduler and the named workers; return worker name -> pid once all joined."""
+        self.start_scheduler()
+        for name in names:
+            self.start_worker(name)
+        self.wait_for_workers(len(names))
+        return self.worker_pids()
+
     def wait_for_workers(self, n: int, timeout: float = 90) -> None:
         with self.client() as c:
             try:

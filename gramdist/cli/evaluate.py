@@ -2,13 +2,15 @@
 
 A continuous target runs a regression (``--task regression``, or detected from non-integer
 targets and said in the output); ``--test`` scores a fixed test set given as K(test, train)
-stores; ``--plot`` draws each setting's score and how often the inner CV chose it.
+stores; ``--combine`` selects a convex combination of the stores with C; ``--plot`` draws each
+setting's score and how often the inner CV chose it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,11 @@ def register(sub: Any) -> None:
                          "training stores by CV, refit, score the test graphs once")
     ev.add_argument("--plot", metavar="FILE.png",
                     help="plot each store's score and how often the inner CV chose it (needs gramdist[plot])")
+    ev.add_argument("--combine", action="store_true",
+                    help="select a convex combination of the stores' normalised Grams (weights on a grid) with C in "
+                         "the inner CV, instead of one store")
+    ev.add_argument("--weight-steps", type=int, default=4, metavar="S",
+                    help="with --combine: weights are multiples of 1/S (default 4: 15 combinations of 3 stores)")
     ev.add_argument("--json", action="store_true")
     add_tls_arguments(ev)
     ev.set_defaults(func=cmd_evaluate)
@@ -55,6 +62,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         require_matplotlib()  # before minutes of CV, not after
     kwargs = dict(folds=args.folds, repeats=args.repeats, seed=args.seed, inner_folds=args.inner_folds,
                   c_grid=c_grid, task=args.task, learner=args.learner, per_store=bool(args.plot))
+    if args.combine:
+        from gramdist.evaluation.combine import evaluate_combined
+
+        evaluate = partial(evaluate_combined, steps=args.weight_steps)  # noqa: F811 - the combining protocol
     if args.workers == 0 and not args.scheduler:
         result = evaluate(args.stores, **kwargs)
     else:
@@ -74,7 +85,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         task = {"task": result["task"], "task_reason": result["task_reason"]} if regression else {}
         print(json.dumps(task | {k: result[k] for k in (*head, "folds", "repeats",
                                                         "supervised_fit_graphs", "test_graphs")}
-                         | {"stores": result["stores"], "selections": result["selections"]}))
+                         | {"stores": result["stores"], "selections": result["selections"]}
+                         | {k: result[k] for k in ("weights_chosen", "weight_grid") if k in result}))
     else:
         setup = (f"({result['repeats']} x {result['folds']}-fold nested CV, "
                  f"{len(result['stores'])} store(s), C in 10^{args.c_min}..10^{args.c_max})")
@@ -90,7 +102,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         chosen: dict[str, int] = {}
         for sel in result["selections"]:
             chosen[Path(sel["store"]).name] = chosen.get(Path(sel["store"]).name, 0) + 1
-        if len(result["stores"]) > 1:
+        if "weights_chosen" in result:
+            names = ", ".join(Path(s).name for s in result["stores"])
+            print(f"selected weights ({names}; {len(result['weight_grid'])} candidates): "
+                  + ", ".join(f"({', '.join(f'{x:.3g}' for x in c['weights'])}) x{c['folds']}"
+                              for c in result["weights_chosen"]))
+        elif len(result["stores"]) > 1:
             print("selected stores: " + ", ".join(f"{k} x{v}" for k, v in sorted(chosen.items())))
     if args.plot:
         print(f"plot: {args.plot}")

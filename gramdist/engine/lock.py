@@ -71,6 +71,17 @@ def is_stale(record: dict[str, Any], now: float | None = None) -> str | None:
     return None
 
 
+def current_writer(store: str | os.PathLike) -> dict[str, Any] | None:
+    """Who holds the store's lock now, for ``gramdist info``: the lock record (host, pid,
+    since, heartbeat, command, job_id) with ``stale`` (why it no longer counts, or None) and
+    ``description``; None when nobody holds it."""
+    record = read_lock(store)
+    if record is None:
+        return None
+    record = {k: v for k, v in record.items() if k != "token"}
+    return record | {"stale": is_stale(record), "description": describe(record)}
+
+
 def _alive(pid: int) -> bool:
     if pid <= 0:
         return False

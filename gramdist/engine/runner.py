@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gramdist.engine import steps
 from gramdist.engine import store as st
 from gramdist.engine.cluster import connect
@@ -130,7 +132,7 @@ def run_plan(plan: steps.GramPlan, path: str, executor: AbstractContextManager[E
     """
     log = log or steps.stderr_log
     t_start = time.perf_counter() if t_start is None else t_start
-    steps.check_output_location(path, plan.grid.n_rows, plan.grid.n_cols)
+    steps.check_output_location(path, plan.grid.n_rows, plan.grid.n_cols, np.dtype(plan.dtype).itemsize)
     with StoreLock(path, job_id=job_id, log=log):
         return _run_locked(plan, path, executor, overwrite, progress, log, t_start)
 
@@ -211,7 +213,7 @@ def compute_in_memory(ex: Executor, plan: steps.GramPlan, *, state: Any = None, 
     the ones computed now).
     """
     log = log or steps.stderr_log
-    sink = steps.MemorySink(plan.grid)
+    sink = steps.MemorySink(plan.grid, plan.dtype)
     if state is None:
         state = steps.obtain_state(ex, plan, sink, log)
     token = steps.new_token()

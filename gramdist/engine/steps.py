@@ -73,6 +73,10 @@ class GramPlan:
     max_tiles_in_flight: int | None = None
     checkpoint_seconds: float = CHECKPOINT_SECONDS
     timings: dict[str, float] = field(default_factory=dict)
+    #: the Gram's storage type (``gram.dtype``); tiles are computed in float64 and rounded once
+    dtype: str = "float64"
+    #: keep each chunk's embedding in the store (``gram.keep_embeddings``) for later appends
+    keep_embeddings: bool = False
 
     @property
     def symmetric(self) -> bool:
@@ -89,8 +93,15 @@ def plan_gram(kernel: GraphKernel, cols: GraphBatch, rows: GraphBatch | None = N
               tile_size: int, normalize: bool, fit: dict[str, Any],
               dataset_spec: Any = None, test_spec: Any = None, job: dict[str, Any] | None = None,
               compression_level: int = 1, max_tiles_in_flight: int | None = None,
-              checkpoint_seconds: float = CHECKPOINT_SECONDS) -> GramPlan:
-    """A :class:`GramPlan` for K(rows, cols); ``rows`` None means the symmetric K(cols, cols)."""
+              checkpoint_seconds: float = CHECKPOINT_SECONDS, dtype: str = "float64",
+              keep_embeddings: bool = False) -> GramPlan:
+    """A :class:`GramPlan` for K(rows, cols); ``rows`` None means the symmetric K(cols, cols).
+
+    ``dtype`` is the Gram's storage type, ``"float64"`` or ``"float32"`` (half the store and
+    its I/O; each entry is the float64 value rounded to nearest). ``keep_embeddings`` keeps
+    each chunk's embedding in the store, so that an append reads the old graphs' embeddings
+    instead of computing them again.
+    """
     if len(cols) == 0:
         raise JobError("the dataset has no graphs")
     symmetric = rows is None
@@ -112,10 +123,13 @@ def plan_gram(kernel: GraphKernel, cols: GraphBatch, rows: GraphBatch | None = N
         "tile_size": int(tile_size),
         "normalize": bool(normalize),
         "symmetric": symmetric,
+        "dtype": st.check_dtype(dtype),
+        "keep_embeddings": bool(keep_embeddings),
         "job": job or {},
     }
     return GramPlan(kernel, rows, cols, grid, bool(normalize), dict(attrs["fit"]), attrs,
-                    compression_level, max_tiles_in_flight, float(checkpoint_seconds))
+                    compression_level, max_tiles_in_flight, float(checkpoint_seconds), dtype=str(dtype),
+                    keep_embeddings=bool(keep_embeddings))
 
 
 def plan_job(job: dict[str, Any]) -> GramPlan:
@@ -134,6 +148,8 @@ def plan_job(job: dict[str, Any]) -> GramPlan:
         compression_level=job["gram"]["compression_level"],
         max_tiles_in_flight=job["cluster"].get("max_tiles_in_flight"),
         checkpoint_seconds=job["gram"].get("checkpoint_seconds", CHECKPOINT_SECONDS),
+        dtype=job["gram"].get("dtype", "float64"),
+        keep_embeddings=job["gram"].get("keep_embeddings", False),
     )
     plan.timings["read_s"] = read_s
     return plan
@@ -171,6 +187,8 @@ class StoreSink:
         self.write_path: str | None = str(Path(path).resolve())
         self.mask = st.read_done_mask(root)
         self.checksums = st.read_checksums(root, path)  # None for a store begun before them
+        # a store that keeps its chunks' embeddings (gram.keep_embeddings) reads and adds to them
+        self.embeddings = (self.write_path,) * 2 if root.attrs.get("keep_embeddings") else None
         self._last_flush = time.monotonic()
 
     def has_diag(self) -> bool:
@@ -208,12 +226,13 @@ class MemorySink:
 
     write_path: str | None = None
 
-    def __init__(self, grid: st.TileGrid) -> None:
+    def __init__(self, grid: st.TileGrid, dtype: str = "float64") -> None:
         self.grid = grid
+        self.dtype = np.dtype(dtype)
         # one tile covering the Gram is the Gram: kept as computed, not copied into a fresh
         # array (for NCI1's 4110 graphs the copy's page faults cost more than WL's arithmetic)
         self._whole = grid.shape == (1, 1)
-        self.gram = None if self._whole else np.zeros((grid.n_rows, grid.n_cols), dtype=np.float64)
+        self.gram = None if self._whole else np.zeros((grid.n_rows, grid.n_cols), dtype=self.dtype)
         self.mask = np.zeros(grid.shape, dtype=bool)
         self.diag_rows: np.ndarray | None = None
         self.diag_cols: np.ndarray | None = None
@@ -230,7 +249,7 @@ class MemorySink:
     def tile_done(self, tile: tuple[int, int], checksum: int, block: np.ndarray | None) -> None:
         i, j = tile
         if self._whole:
-            self.gram = block
+            self.gram = block.astype(self.dtype, copy=False)  # float32: rounded once, as in a store
             self.mask[tile] = True
             return
         (r0, r1), (c0, c1) = self.grid.row_range(i), self.grid.col_range(j)
@@ -252,8 +271,9 @@ class MemorySink:
 Sink = StoreSink | MemorySink
 
 
-def check_output_location(path: str, n_rows: int, n_cols: int) -> None:
-    """Fail before any compute when the store cannot be written (a clear, early error)."""
+def check_output_location(path: str, n_rows: int, n_cols: int, itemsize: int = 8) -> None:
+    """Fail before any compute when the store cannot be written (a clear, early error);
+    ``itemsize``: bytes per Gram entry (8 for float64, 4 for float32)."""
     target = Path(path).resolve()
     parent = target.parent
     while not parent.exists():
@@ -265,7 +285,7 @@ def check_output_location(path: str, n_rows: int, n_cols: int) -> None:
     if target.exists() and not os.access(target, os.W_OK):
         raise StoreError(f"{path}: store is not writable")
     free = shutil.disk_usage(parent).free
-    need = n_rows * n_cols * 8
+    need = n_rows * n_cols * itemsize
     # A float64 Gram compresses, but rarely below a quarter of its size; below that, stop now.
     if free < need / 4 + (16 << 20):
         raise StoreError(
@@ -283,8 +303,10 @@ def open_existing_store(plan: GramPlan, path: str, overwrite: bool) -> Any | Non
     root = st.open_store(path, mode="r+")
     diff = st.fingerprint_mismatch(root, plan.attrs)
     if diff:
+        grown = (f"; it has grown by {len(root.attrs['appends'])} append(s) since its job ran: "
+                 f"`gramdist append {path}` resumes it" if root.attrs.get("appends") else "")
         raise StoreError(
-            f"{path}: store was made by a different job ({', '.join(diff)} differ); "
+            f"{path}: store was made by a different job ({', '.join(diff)} differ){grown}; "
             "choose another --out or pass --overwrite"
         )
     if st.upgrade_store(path):  # a store of an older gramdist: its metadata, as this one writes it
@@ -295,7 +317,7 @@ def open_existing_store(plan: GramPlan, path: str, overwrite: bool) -> Any | Non
 def create_store(plan: GramPlan, path: str, overwrite: bool) -> Any:
     """A new store laid out for the plan, holding its attributes and the graphs' labels and ids."""
     root = st.create_store(path, plan.grid, plan.attrs, compression_level=plan.compression_level,
-                           overwrite=overwrite)
+                           overwrite=overwrite, dtype=plan.dtype)
     st.write_graph_vectors(root, plan.rows, cols=None if plan.symmetric else plan.cols)
     return root
 
@@ -331,8 +353,8 @@ def obtain_state(ex: Executor, plan: GramPlan, sink: Sink, log: Log) -> KernelSt
 def share_state(ex: Executor, sink: Sink, state: KernelState | None, token: str) -> Any:
     """A future of the state for the tasks: read from the store by a worker (recomputable if
     that worker dies), or shipped once from here."""
-    if state is None:
-        return ex.submit(tasks.load_state_task, sink.write_path, key=f"state-{token}")
+    if state is None:  # a sink may write tiles elsewhere than the store holding the state
+        return ex.submit(tasks.load_state_task, getattr(sink, "state_path", sink.write_path), key=f"state-{token}")
     return ex.put(state, key=f"state-{token}")
 
 
@@ -383,9 +405,14 @@ def embed(ex: Executor, plan: GramPlan, state_f: Any, sink: Sink, todo: list[tup
     if cache is not None and cache.tile != grid.tile:
         raise ValueError(f"column cache of tile {cache.tile} used with tile {grid.tile}")
 
+    kept = getattr(sink, "embeddings", None)  # (read from, keep in): a store keeping its embeddings
+
     def submit(batch: GraphBatch, rng: tuple[int, int], tag: str) -> Any:
-        return ex.submit(tasks.embed_task, kernel, state_f, batch[rng[0]:rng[1]], key=f"embed-{tag}-{token}",
-                         spread=True)
+        chunk = batch[rng[0]:rng[1]]
+        if kept is not None:
+            return ex.submit(tasks.cached_embed_task, kernel, state_f, chunk, kept[0], kept[1], tag,
+                             chunk.checksum(), key=f"embed-{tag}-{token}", spread=True)
+        return ex.submit(tasks.embed_task, kernel, state_f, chunk, key=f"embed-{tag}-{token}", spread=True)
 
     def column(j: int, tag: str) -> Any:
         if cache is None:
@@ -473,7 +500,7 @@ def compute_tiles(ex: Executor, plan: GramPlan, state_f: Any, emb: Embedded, sin
         else:
             d_rows, d_cols = diag_rows[r0:r1], diag_cols[c0:c1]
         return ex.submit(tasks.tile_task, kernel, state_f, emb.rows[i], emb.cols[j], d_rows, d_cols,
-                         sink.write_path, grid, tl, ids, key=f"tile-{i}-{j}-{token}", retries=1)
+                         sink.write_path, grid, tl, ids, plan.dtype, key=f"tile-{i}-{j}-{token}", retries=1)
 
     ready = list({f.key: f for f in (*emb.rows.values(), *emb.cols.values(), *emb.diag.values(),
                                      *emb.counts)}.values())

@@ -13,7 +13,14 @@ from typing import Any
 import numpy as np
 
 from gramdist.arrayops import mirror_upper, normalize_block
-from gramdist.engine.store import TileGrid, gram_array, read_state, tile_checksum
+from gramdist.engine.store import (
+    TileGrid,
+    gram_array,
+    read_embedding,
+    read_state,
+    tile_checksum,
+    write_embedding,
+)
 from gramdist.errors import TileError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState
@@ -51,6 +58,24 @@ def embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch) -> A
     return emb
 
 
+def cached_embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch, source: str | None,
+                      target: str | None, name: str, checksum: str) -> Any:
+    """The embedding of one chunk: read from the store at ``source`` if it keeps one made from
+    these graphs (``checksum``), else computed and, when ``target`` is given, kept there (best
+    effort: a chunk that cannot be kept is embedded again next time)."""
+    if source is not None:
+        emb = read_embedding(source, name, checksum)
+        if emb is not None and len(emb) == len(graphs):
+            return emb
+    emb = embed_task(kernel, state, graphs)
+    if target is not None:
+        try:
+            write_embedding(target, name, emb, checksum)
+        except Exception:  # noqa: BLE001 - keeping it is an optimisation: never fail the chunk for it
+            pass
+    return emb
+
+
 def diag_task(kernel: GraphKernel, state: KernelState, emb: Any) -> np.ndarray:
     """K(g, g) for the graphs of one embedded chunk."""
     return np.asarray(kernel.self_similarity(emb, state), dtype=np.float64)
@@ -72,6 +97,7 @@ def tile_task(
     grid: TileGrid,
     tile: tuple[int, int],
     graph_ids: tuple[tuple[int, int], tuple[int, int]],
+    dtype: str = "float64",
 ) -> tuple[tuple[int, int], float, int, np.ndarray | None]:
     """Compute tile ``(i, j)``, write it (and its mirror) into the store at ``store_path``.
 
@@ -81,6 +107,8 @@ def tile_task(
 
     Diagonal tiles of a symmetric Gram are symmetrised from their upper triangle so that the
     stored matrix is exactly symmetric. ``diag_rows``/``diag_cols`` given means normalise.
+    Everything is computed in float64; a ``float32`` Gram is rounded once, at the end (the
+    checksum is of the rounded values, as stored).
     """
     t0 = time.perf_counter()
     i, j = tile
@@ -98,6 +126,10 @@ def tile_task(
             mirror_upper(block)
         if not np.all(np.isfinite(block)):
             raise FloatingPointError("non-finite kernel values")
+        if dtype != "float64":
+            block = block.astype(dtype)
+            if not np.all(np.isfinite(block)):
+                raise FloatingPointError(f"kernel values overflow {dtype}")
     except Exception as exc:
         (r0, r1), (c0, c1) = graph_ids
         raise TileError(
@@ -109,7 +141,7 @@ def tile_task(
     r0, r1 = grid.row_range(i)
     c0, c1 = grid.col_range(j)
     try:
-        gram = gram_array(store_path)
+        gram = gram_array(store_path, (grid.n_rows, grid.n_cols, dtype))
         gram[r0:r1, c0:c1] = block
         if grid.symmetric and i != j:
             gram[c0:c1, r0:r1] = block.T

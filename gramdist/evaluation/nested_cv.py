@@ -39,7 +39,15 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.engine.store import open_gram, open_store, read_graph_ids, read_kernel_attrs, read_labels
+from gramdist.engine.store import (
+    is_gramdist_store,
+    open_gram,
+    open_store,
+    read_graph_ids,
+    read_kernel_attrs,
+    read_labels,
+    store_version,
+)
 from gramdist.errors import StoreError
 
 DEFAULT_C_GRID = tuple(10.0**k for k in range(-3, 4))
@@ -50,10 +58,10 @@ def find_stores(paths: list[str]) -> list[str]:
     out: list[str] = []
     for p in paths:
         path = Path(p)
-        if (path / "zarr.json").exists() and _is_gram_store(path):
+        if is_gramdist_store(path):  # a damaged store is one too: opening it says what is wrong
             out.append(str(path))
         elif path.is_dir():
-            found = sorted(str(c) for c in path.iterdir() if (c / "zarr.json").exists() and _is_gram_store(c))
+            found = sorted(str(c) for c in path.iterdir() if is_gramdist_store(c))
             if not found:
                 raise StoreError(f"{p}: no gramdist stores found in this folder")
             out.extend(found)
@@ -62,18 +70,19 @@ def find_stores(paths: list[str]) -> list[str]:
     return out
 
 
-def _is_gram_store(path: Path) -> bool:
-    try:
-        open_store(path)
-        return True
-    except StoreError:
-        return False
-
-
 @lru_cache(maxsize=4)
-def _load(path: str) -> np.ndarray:
+def _load_version(path: str, version: Any) -> np.ndarray:
     k, _ = open_gram(path)
     return np.ascontiguousarray(k, dtype=np.float64)
+
+
+def _load(path: str) -> np.ndarray:
+    """The store's Gram as float64, loaded once per process for as long as the store is
+    unchanged (an append or a rerun makes it load again)."""
+    return _load_version(path, store_version(path))
+
+
+_load.cache_clear = _load_version.cache_clear  # type: ignore[attr-defined]
 
 
 def supervised_graph_ids(stores: list[str]) -> np.ndarray:
@@ -266,6 +275,7 @@ def evaluate(
     task: str | Task = "auto",
     learner: str = "krr",
     per_store: bool = False,
+    candidates: list[GramSource] | None = None,
 ) -> dict[str, Any]:
     """Nested CV accuracy of an SVC (or RMSE and R² of a regression) on the given stores; see
     the module docstring.
@@ -283,6 +293,8 @@ def evaluate(
         ``"regression"`` or a :class:`Task`; see :mod:`gramdist.evaluation.regression`.
     learner : the regression learner, ``"krr"`` or ``"svr"``.
     per_store : also score each store alone in every outer fold (result key ``per_store``).
+    candidates : the :class:`GramSource` objects the inner CV selects among (with C), e.g.
+        weighted sums of the stores (:mod:`gramdist.evaluation.combine`); default: one per store.
 
     Returns
     -------
@@ -312,7 +324,8 @@ def evaluate(
         outer = task.splitter(folds, seed + r)
         for f, (train, test) in enumerate(outer.split(np.zeros(len(free)), y[free])):
             jobs.append((r, f, np.sort(np.concatenate([fixed, free[train]])), free[test], seed + 1000 * (r + 1) + f))
-    args = [(tuple(stores), y, tr, te, tuple(c_grid), inner_folds, s, held if len(fixed) else None, task, per_store)
+    chosen_from = tuple(candidates) if candidates is not None else tuple(stores)
+    args = [(chosen_from, y, tr, te, tuple(c_grid), inner_folds, s, held if len(fixed) else None, task, per_store)
             for _, _, tr, te, s in jobs]
     if client is None:
         results = [outer_fold(*a) for a in args]
