@@ -1160,11 +1160,11 @@ def upgrade_store(store: str | os.PathLike) -> list[str]:
         else:
             dims = DIMENSIONS[name]
         extra = {"coordinates": _GRAM_COORDINATES} if name == "gram" else {}
-        _rewrite_array_metadata(Path(store) / name / "zarr.json", dims, extra)
+        _set_dimension_names(Path(store) / name / "zarr.json", dims, extra)
     return todo
 
 
-def _rewrite_array_metadata(meta_path: Path, dims: tuple[str, ...], attributes: dict[str, Any]) -> None:
+def _set_dimension_names(meta_path: Path, dims: tuple[str, ...], attributes: dict[str, Any]) -> None:
     """Set ``dimension_names`` (and merge ``attributes``) in an array's Zarr v3 metadata file."""
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     meta["dimension_names"] = list(dims)
