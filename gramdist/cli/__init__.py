@@ -18,7 +18,7 @@ import sys
 from gramdist.errors import GramdistError
 
 #: modules of this package, each registering its commands, in the order ``--help`` lists them
-COMMANDS = ("run", "store", "evaluate", "stream")
+COMMANDS = ("run", "features", "store", "evaluate", "stream")
 
 
 def _parser() -> argparse.ArgumentParser:

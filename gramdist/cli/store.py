@@ -22,8 +22,11 @@ def register(sub: Any) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from gramdist.engine import feature_store as fs
     from gramdist.engine.store import store_info
 
+    if fs.is_feature_store(args.store):
+        return _feature_info(fs.feature_info(args.store), args.json)
     info = store_info(args.store)
     if args.json:
         print(json.dumps(info))
@@ -51,8 +54,34 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when every written tile matches its checksum (or there are none to check), 1 when
     some do not."""
+    from gramdist.engine import feature_store as fs
     from gramdist.engine.store import verify_store
 
-    report = verify_store(args.store, repair=args.repair)
+    verify = fs.verify_features if fs.is_feature_store(args.store) else verify_store
+    report = verify(args.store, repair=args.repair)
     print(json.dumps(report) if args.json else report["message"])
     return 1 if report["damaged"] else 0
+
+
+def _feature_info(info: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(info))
+        return 0
+    k = info["kernel"] or {}
+    ds = info["dataset"] or {}
+    n, width = info["shape"]
+    kind = (f"Nyström, {width} components ({info['nystroem']})" if info["feature_kind"] == "nystroem"
+            else f"explicit CSR rows, {info['nnz']} non-zeros" if info["nnz"] is not None else "explicit CSR rows")
+    print(f"store:     {info['store']} (feature store)")
+    print(f"status:    {'complete' if info['complete'] else 'INCOMPLETE'} "
+          f"({info['chunks_done']}/{info['chunks_total']} chunks of {info['chunk_size']} graphs)")
+    print(f"features:  {n} graphs; {kind}")
+    print(f"kernel:    {k.get('name')} {k.get('params')}")
+    print(f"dataset:   {ds.get('name')} ({ds.get('n_graphs')} graphs, checksum {ds.get('checksum')})")
+    print(f"fit:       {info['fit']}" + (f" (state from {info['from_store']})" if info["from_store"] else ""))
+    print(f"normalize: {info['normalize']}")
+    print(f"disk:      {info['disk_bytes'] / 2**20:.1f} MiB")
+    print(f"version:   {info['gramdist_version']}")
+    if info["stats"]:
+        print(f"timings:   {info['stats']}")
+    return 0

@@ -107,8 +107,9 @@ def create_store(
     return root
 
 
-def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
-    """Open an existing store; :class:`StoreError` if it is not a gramdist store."""
+def open_group(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
+    """Open any gramdist store (a Gram store or a feature store) as a group, unchecked beyond
+    its ``gramdist_version``; :class:`StoreError` if it is not one."""
     path = Path(path)
     if not path.exists():
         raise StoreError(f"{path}: no such store")
@@ -118,6 +119,15 @@ def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
         raise StoreError(f"{path}: not a Zarr store ({type(exc).__name__}: {exc})") from None
     if "gramdist_version" not in root.attrs:
         raise StoreError(f"{path}: not a gramdist store (no gramdist_version attribute)")
+    return root
+
+
+def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
+    """Open an existing Gram store; :class:`StoreError` if it is not a gramdist Gram store."""
+    path = Path(path)
+    root = open_group(path, mode)
+    if root.attrs.get("store_kind", "gram") != "gram":
+        raise StoreError(f"{path}: a {root.attrs['store_kind']} store, not a Gram store")
     try:
         missing = [name for name in ("gram", "tiles_done") if name not in root]
         for name in ("gram", "tiles_done"):
@@ -222,8 +232,9 @@ def write_state(root: zarr.Group, state: KernelState, fit_indices: np.ndarray) -
 
 
 def read_state(path: str | os.PathLike) -> KernelState:
-    """Load the kernel state of a store (arrays and JSON attributes; no pickles)."""
-    root = open_store(path)
+    """Load the kernel state of a store, Gram or feature store (arrays and JSON attributes;
+    no pickles)."""
+    root = open_group(path)
     if not root.attrs.get("state_complete"):
         raise StoreError(f"{path}: the fitted state was never completely written")
     group = root["state"]

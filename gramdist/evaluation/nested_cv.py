@@ -26,7 +26,6 @@ graphs. The result reports how many graphs were held out of testing
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -120,6 +119,12 @@ class GramSource:
         k = self.gram()
         return k[np.ix_(train, train)], k[np.ix_(test, train)]
 
+    def select(self, block: Any, rows: np.ndarray, cols: np.ndarray) -> Any:
+        """What the model sees of ``rows`` (fitted on the training graphs ``cols``), taken from
+        a block of :meth:`blocks`: here the Gram ``block[rows][:, cols]``. Sources of explicit
+        features take the rows alone."""
+        return block[np.ix_(rows, cols)]
+
 
 def as_source(candidate: str | GramSource) -> GramSource:
     """A store path becomes the :class:`GramSource` reading it; a source is kept as is."""
@@ -192,8 +197,8 @@ def outer_fold(
         for c in c_grid:
             scores = []
             for itr, ite in inner:
-                model = task.model(c).fit(k_tr[np.ix_(itr, itr)], y_tr[itr])
-                scores.append(task.inner_score(y_tr[ite], model.predict(k_tr[np.ix_(ite, itr)])))
+                model = task.model(c).fit(source.select(k_tr, itr, itr), y_tr[itr])
+                scores.append(task.inner_score(y_tr[ite], model.predict(source.select(k_tr, ite, itr))))
             score = float(np.mean(scores))
             if score > best[0] + 1e-12:
                 best = (score, s, c)
@@ -238,13 +243,35 @@ def evaluate(
     ((repeats, folds) nested list), ``selections``, ``stores``, ``supervised_fit_graphs`` (graphs
     kept out of the test folds because a kernel fit used their labels) and ``test_graphs``.
     """
-    from sklearn.model_selection import StratifiedKFold
-
     stores = find_stores(stores)
     y, ids = check_compatible(stores)
+    held = np.isin(ids, supervised_graph_ids(stores))
+    return cross_validate(stores, y, held, folds=folds, repeats=repeats, seed=seed, inner_folds=inner_folds,
+                          c_grid=c_grid, client=client)
+
+
+def cross_validate(
+    sources: list[str | GramSource],
+    y: np.ndarray,
+    held: np.ndarray,
+    *,
+    folds: int = 10,
+    repeats: int = 10,
+    seed: int = 0,
+    inner_folds: int = 5,
+    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
+    client: Any = None,
+    task: Task | None = None,
+) -> dict[str, Any]:
+    """The nested CV of :func:`evaluate` over candidate ``sources`` (store paths or
+    :class:`GramSource` objects) of the same graphs, with labels ``y`` and ``held`` (bool, one
+    per graph: graphs kept out of every test fold); ``task`` the learner (default: the SVC).
+    Returns :func:`evaluate`'s dict."""
+    from sklearn.model_selection import StratifiedKFold
+
     if folds < 2:
         raise StoreError("--folds must be at least 2")
-    held = np.isin(ids, supervised_graph_ids(stores))
+    stores = list(sources)
     free = np.flatnonzero(~held)
     fixed = np.flatnonzero(held)
     counts = np.bincount(_codes(y)[free], minlength=len(np.unique(y)))
@@ -258,7 +285,7 @@ def evaluate(
         skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed + r)
         for f, (train, test) in enumerate(skf.split(np.zeros(len(free)), y[free])):
             jobs.append((r, f, np.sort(np.concatenate([fixed, free[train]])), free[test], seed + 1000 * (r + 1) + f))
-    args = [(tuple(stores), y, tr, te, tuple(c_grid), inner_folds, s, held if len(fixed) else None)
+    args = [(tuple(stores), y, tr, te, tuple(c_grid), inner_folds, s, held if len(fixed) else None, task)
             for _, _, tr, te, s in jobs]
     if client is None:
         results = [outer_fold(*a) for a in args]
@@ -276,7 +303,7 @@ def evaluate(
         "c_grid": list(c_grid),
         "supervised_fit_graphs": int(len(fixed)),
         "test_graphs": int(len(free)),
-        "stores": [os.fspath(s) for s in stores],
+        "stores": [as_source(s).name for s in stores],
         "fold_accuracies": (acc * 100).round(4).tolist(),
         "selections": [{"repeat": r, "fold": f, "store": res["store"], "C": res["C"]}
                        for (r, f, *_), res in zip(jobs, results)],
