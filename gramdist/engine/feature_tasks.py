@@ -28,6 +28,8 @@ from gramdist.kernels.base import GraphKernel, KernelState
 #: shape (the last block is padded with zeros), so a graph's features never depend on which
 #: other graphs share its chunk (BLAS may round differently for other shapes)
 PROJECTION_ROWS = 64
+#: squared distances below this fraction of K(x, x) + K(l, l) count as 0: the same graph
+DUPLICATE_TOLERANCE = 1e-12
 
 
 def worker_name() -> str:
@@ -174,5 +176,19 @@ def squared_distance_task(kernel: GraphKernel, state: KernelState, emb_x: Any, d
     if normalize:
         normalize_block(k, diag_x, diag_l, out=k)
         diag_x, diag_l = (diag_x > 0).astype(np.float64), (diag_l > 0).astype(np.float64)
-    d2 = diag_x[:, None] + diag_l[None, :] - 2.0 * k
-    return np.maximum(d2.min(axis=1), 0.0)
+    scale = diag_x[:, None] + diag_l[None, :]
+    d2 = scale - 2.0 * k
+    d2[d2 <= DUPLICATE_TOLERANCE * scale] = 0.0  # the same graph up to rounding
+    return d2.min(axis=1)
+
+
+def distinct_task(kernel: GraphKernel, state: KernelState, emb: Any, diag: np.ndarray, normalize: bool) -> np.ndarray:
+    """(len(emb),) bool: the graphs of ``emb`` not at distance 0 from an earlier one of them
+    (first occurrences kept, in order)."""
+    n = len(diag)
+    d2 = np.stack([squared_distance_task(kernel, state, emb, diag, emb[j:j + 1], diag[j:j + 1], normalize)
+                   for j in range(n)], axis=1)
+    keep = np.ones(n, dtype=bool)
+    for i in range(1, n):
+        keep[i] = not np.any(d2[i, :i][keep[:i]] == 0.0)
+    return keep

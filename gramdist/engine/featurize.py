@@ -28,12 +28,13 @@ Fidelity choices of the Nyström features
   Gärtner, *Nyström method with kernel K-means++ samples as landmarks* (ICML 2017). Chosen
   over approximate leverage scores because it needs nothing but the kernel's own
   ``pairwise`` (so it works for every kernel, PSD or not), costs one pass of m·|sample|
-  kernel values in parallel blocks, and never picks a graph identical to a landmark already
-  chosen (D² = 0): molecule collections hold many duplicate graphs (NCI1's WL features have
+  kernel values in parallel blocks, and never picks a graph identical to a landmark
+  (D² = 0, up to :data:`~gramdist.engine.feature_tasks.DUPLICATE_TOLERANCE`): molecule collections hold many duplicate graphs (NCI1's WL features have
   duplicates), which uniform sampling spends landmarks on. To run in parallel, the draws
   come in :data:`KMEANSPP_ROUNDS` rounds after the first, uniform one: each round draws
   ⌈m/rounds⌉ landmarks at once, without replacement, with probability ∝ D² to the landmarks
-  of the previous rounds (Efraimidis–Spirakis keys), then updates D². When every sample
+  of the previous rounds (Efraimidis–Spirakis keys), keeps the first of any draws of the
+  same round that coincide, then updates D². When every sample
   graph coincides with a landmark, fewer than m landmarks are kept (recorded as ``m``).
 * **Eigenvalue cutoff**: eigenpairs with ``λ ≤ eig_cutoff · λ_max`` are dropped (default
   :data:`DEFAULT_EIG_CUTOFF`). They carry rounding noise, and duplicate landmarks give
@@ -183,6 +184,13 @@ def plan_features(job: dict[str, Any], *, chunk_size: int | None = None, nystroe
     if source_attrs is not None and source_attrs.get("kernel") != gram.attrs["kernel"]:
         raise JobError(f"--from {from_store}: its kernel {source_attrs.get('kernel')} is not this job's "
                        f"{gram.attrs['kernel']}")
+    return feature_plan(gram, chunk_size=chunk_size, nystroem=nystroem, from_store=from_store)
+
+
+def feature_plan(gram: steps.GramPlan, *, chunk_size: int | None = None, nystroem: NystroemSpec | None = None,
+                 from_store: str | None = None) -> FeaturePlan:
+    """The feature computation of a Gram plan's kernel, graphs and fit (what :func:`plan_features`
+    builds once the job is resolved)."""
     if nystroem is None and not gram.kernel.has_feature_vectors:
         raise JobError(f"kernel {gram.kernel.name} has no explicit feature vectors; ask for Nyström features "
                        "with --nystroem M (M landmark graphs, e.g. 1000)")
@@ -488,12 +496,16 @@ def kmeanspp_landmarks(ex: Executor, plan: FeaturePlan, state_f: Any, pool: np.n
     per_round = max(1, math.ceil((m - 1) / KMEANSPP_ROUNDS))
     new = np.array([rng.integers(n)])
     for r in range(m):
+        drawn = new
+        emb_new = ex.submit(tasks.embed_task, kernel, state_f, sample.take(drawn), key=f"kmpp-new-{r}-{token}")
+        if len(new) > 1:  # two draws of one round may be the same graph: keep the first
+            new = new[ex.submit(ft.distinct_task, kernel, state_f, emb_new, diag[new], plan.normalize,
+                                key=f"kmpp-distinct-{r}-{token}").result()]
         chosen[new] = True
         left = m - int(chosen.sum())
         if left <= 0:
             break
-        emb_new = ex.submit(tasks.embed_task, kernel, state_f, sample.take(new), key=f"kmpp-new-{r}-{token}")
-        futs = [ex.submit(ft.squared_distance_task, kernel, state_f, embs[p], diag[a:b], emb_new, diag[new],
+        futs = [ex.submit(ft.squared_distance_task, kernel, state_f, embs[p], diag[a:b], emb_new, diag[drawn],
                           plan.normalize, key=f"kmpp-d2-{r}-{p}-{token}") for p, (a, b) in enumerate(bounds)]
         d2 = np.minimum(d2, np.concatenate([f.result() for f in futs]))
         d2[chosen] = 0.0

@@ -266,7 +266,7 @@ class LinearTask(Task):
     def model(self, param: float) -> Any:
         if self.learner == "sgd":
             return StreamedLinearSVM(C=param, epochs=self.epochs, hash_bits=self.hash_bits, seed=self.seed)
-        return QuietLinearSVC(C=param, loss="hinge", dual=True, max_iter=20000, random_state=self.seed)
+        return QuietLinearSVC(C=param, loss="hinge", dual=True, random_state=self.seed)
 
 
 def choose_learner(stores: list[str], learner: str) -> str:
