@@ -298,8 +298,10 @@ def test_lazy_synthetic_is_the_blocked_collection(mutag):
     assert ds.take(idx).checksum() == full.take(idx).checksum()
     assert ds.checksum() == open_dataset({"synthetic": dict(kw)}).checksum()
     assert ds.checksum() != open_dataset({"synthetic": {**kw, "seed": 4}}).checksum()
-    with pytest.raises(JobError, match="n_labels|unknown key"):
+    with pytest.raises(JobError, match="unknown key 'colour'"):
         open_dataset({"synthetic": {**kw, "colour": 1}})
+    short = open_dataset({"synthetic": kw, "limit": 100})
+    assert len(short) == 100 and short[60:200].load().checksum() == full[60:100].checksum()
 
 
 def test_features_of_a_lazy_dataset_equal_those_of_the_loaded_one(tmp_path):
@@ -370,3 +372,43 @@ def test_featurize_job_on_a_cluster_spreads_chunks(tmp_path, dataset_dir):
     assert len(res.workers) == 2
     again = featurize_job(j, out=str(tmp_path / "f.zarr"), progress=False, chunk_size=20, **QUIET)
     assert again.chunks_computed == 0 and again.complete
+
+
+# ------------------------------------------------------------------------------ command line
+def test_features_command_info_verify_and_evaluate(tmp_path, dataset_dir):
+    import json
+
+    from test_cli import run_cli
+
+    out = tmp_path / "syn.zarr"
+    r = run_cli("features", "jobs/synthetic-wl.yaml", "--out", str(out), "--set", "cluster.n_workers=2",
+                "--chunk-size", "64", "--quiet", "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["complete"] and summary["chunks_computed"] == 5 and sum(summary["workers"].values()) == 5
+    info = json.loads(run_cli("info", str(out), "--json").stdout)
+    assert info["store_kind"] == "features" and info["complete"] and info["nnz"] > 0
+    assert "feature store" in run_cli("info", str(out)).stdout
+    v = run_cli("verify", str(out))
+    assert v.returncode == 0 and "all 5 written chunks match" in v.stdout
+    ev = run_cli("evaluate", str(out), "--folds", "3", "--repeats", "1", "--workers", "0", "--json")
+    assert ev.returncode == 0, ev.stderr
+    res = json.loads(ev.stdout)
+    assert res["learner"] == "svm" and res["folds"] == 3 and 0 <= res["accuracy_mean"] <= 100
+
+
+@pytest.mark.parametrize("args, match", [
+    (["features", "jobs/mutag-dm.yaml"], "--nystroem M"),
+    (["features", "jobs/mutag-wl.yaml", "--eig-cutoff", "1e-3"], "--eig-cutoff applies to Nyström"),
+    (["features", "jobs/mutag-wl.yaml", "--nystroem", "0"], "positive integer"),
+    (["features", "jobs/mutag-wl.yaml", "--from", "/nonexistent/f.zarr"], "no such store"),
+    (["features", "jobs/mutag-dm.yaml", "--nystroem", "10", "--eig-cutoff", "2"], "--eig-cutoff"),
+])
+def test_feature_errors_are_one_line_and_exit_2(args, match, dataset_dir):
+    from test_cli import run_cli
+
+    dataset_dir("MUTAG")
+    r = run_cli(*args)
+    assert r.returncode == 2, r.stderr
+    lines = [line for line in r.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gramdist: error:") and match in lines[0], r.stderr
