@@ -149,6 +149,21 @@ def exact_gram(work: Path, n: int, args: argparse.Namespace) -> dict:
             "end_to_end_cpu_s": round(run["cpu_s"] + ev["cpu_s"], 2)}
 
 
+def _wait_for_workers(addr: str, n: int, seconds: float = 120.0) -> None:
+    """Return once the scheduler at ``addr`` has ``n`` workers (it may not listen yet)."""
+    from distributed import Client
+
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            with Client(addr, timeout="5s") as client:
+                client.wait_for_workers(n, timeout=max(1.0, deadline - time.time()))
+            return
+        except (OSError, TimeoutError):
+            time.sleep(0.5)
+    raise TimeoutError(f"{addr}: no {n} workers after {seconds:.0f} s")
+
+
 def three_workers(work: Path, n: int, args: argparse.Namespace) -> dict:
     """The WL feature run on `dask scheduler` + three `dask worker` processes."""
     sock = socket.socket()
@@ -157,23 +172,11 @@ def three_workers(work: Path, n: int, args: argparse.Namespace) -> dict:
     sock.close()
     addr = f"tcp://127.0.0.1:{port}"
     dask = str(Path(sys.executable).parent / "dask")
-    procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                               "--dashboard-address", ":0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    procs += [subprocess.Popen([dask, "worker", addr, "--nthreads", "1", "--memory-limit", "3GB", "--no-dashboard"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work) for _ in range(3)]
+    commands = [[dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"]]
+    commands += 3 * [[dask, "worker", addr, "--nthreads", "1", "--memory-limit", "3GB", "--no-dashboard"]]
+    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work) for c in commands]
     try:
-        from distributed import Client
-
-        deadline = time.time() + 120
-        while True:
-            try:
-                with Client(addr, timeout="5s") as c:
-                    c.wait_for_workers(3, timeout=60)
-                break
-            except Exception:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.5)
+        _wait_for_workers(addr, 3)
         job = work / f"wl-3w-{n}.yaml"
         job.write_text(wl_job(n, args.h, 1024))
         store = work / f"wl-3w-{n}.zarr"

@@ -6,14 +6,13 @@ import argparse
 import json
 from typing import Any
 
-from gramdist.cli.common import add_set_argument, add_tls_arguments, apply_tls_arguments
+from gramdist.cli.common import add_job_run_arguments, apply_tls_arguments
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("features", help="compute one feature vector per graph into a Zarr feature store "
                                         "(explicit features, or Nyström features for any kernel)")
-    p.add_argument("job", help="job file (YAML)")
-    add_set_argument(p)
+    add_job_run_arguments(p)
     p.add_argument("--out", help="output feature store (a folder of stores for a grid); "
                                  "default <job name>-features.zarr")
     p.add_argument("--nystroem", type=int, metavar="M",
@@ -27,11 +26,6 @@ def register(sub: Any) -> None:
     p.add_argument("--from", dest="from_store", metavar="STORE",
                    help="map this job's graphs with a finished feature store's fitted state and "
                         "Nyström basis (no refit); its kernel must be the job's")
-    p.add_argument("--scheduler", help="address of an existing Dask scheduler (tcp://HOST:PORT)")
-    p.add_argument("--overwrite", action="store_true", help="replace a store made by a different job")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--json", action="store_true", help="print a JSON summary line on stdout")
-    add_tls_arguments(p)
     p.set_defaults(func=cmd_features)
 
 

@@ -72,16 +72,17 @@ def _feature_info(info: dict[str, Any], as_json: bool) -> int:
     n, width = info["shape"]
     kind = (f"Nyström, {width} components ({info['nystroem']})" if info["feature_kind"] == "nystroem"
             else f"explicit CSR rows, {info['nnz']} non-zeros" if info["nnz"] is not None else "explicit CSR rows")
-    print(f"store:     {info['store']} (feature store)")
-    print(f"status:    {'complete' if info['complete'] else 'INCOMPLETE'} "
-          f"({info['chunks_done']}/{info['chunks_total']} chunks of {info['chunk_size']} graphs)")
-    print(f"features:  {n} graphs; {kind}")
-    print(f"kernel:    {k.get('name')} {k.get('params')}")
-    print(f"dataset:   {ds.get('name')} ({ds.get('n_graphs')} graphs, checksum {ds.get('checksum')})")
-    print(f"fit:       {info['fit']}" + (f" (state from {info['from_store']})" if info["from_store"] else ""))
-    print(f"normalize: {info['normalize']}")
-    print(f"disk:      {info['disk_bytes'] / 2**20:.1f} MiB")
-    print(f"version:   {info['gramdist_version']}")
+    rows = [("store", f"{info['store']} (feature store)"),
+            ("status", f"{'complete' if info['complete'] else 'INCOMPLETE'} ({info['chunks_done']}/"
+                       f"{info['chunks_total']} chunks of {info['chunk_size']} graphs)"),
+            ("features", f"{n} graphs; {kind}"),
+            ("kernel", f"{k.get('name')} {k.get('params')}"),
+            ("dataset", f"{ds.get('name')} ({ds.get('n_graphs')} graphs, checksum {ds.get('checksum')})"),
+            ("fit", f"{info['fit']}" + (f" (state from {info['from_store']})" if info["from_store"] else "")),
+            ("normalize", info["normalize"]), ("disk", f"{info['disk_bytes'] / 2**20:.1f} MiB"),
+            ("version", info["gramdist_version"])]
+    for label, value in rows:
+        print(f"{label + ':':<10} {value}")
     if info["stats"]:
         print(f"timings:   {info['stats']}")
     return 0

@@ -29,7 +29,6 @@ from __future__ import annotations
 import math
 import warnings
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,7 +38,7 @@ from sklearn.svm import LinearSVC
 
 from gramdist.engine import feature_store as fs
 from gramdist.errors import StoreError
-from gramdist.evaluation.nested_cv import DEFAULT_C_GRID, GramSource, Task, cross_validate
+from gramdist.evaluation.nested_cv import DEFAULT_C_GRID, GramSource, Task, cross_validate, find_stores
 
 LEARNERS = ("auto", "svm", "sgd")
 #: bytes of rows (and the learner's copy of them) above which ``auto`` streams with SGD
@@ -51,19 +50,7 @@ CHUNK_CACHE_BYTES = 256 << 20
 # ------------------------------------------------------------------------------ stores
 def find_feature_stores(paths: list[str]) -> list[str]:
     """Expand folders of feature stores (a grid's output) into store paths, sorted."""
-    out: list[str] = []
-    for p in paths:
-        path = Path(p)
-        if fs.is_feature_store(path):
-            out.append(str(path))
-        elif path.is_dir():
-            found = sorted(str(c) for c in path.iterdir() if fs.is_feature_store(c))
-            if not found:
-                raise StoreError(f"{p}: no gramdist feature stores found in this folder")
-            out.extend(found)
-        else:
-            raise StoreError(f"{p}: no such store")
-    return out
+    return find_stores(paths, is_store=fs.is_feature_store, kind="feature ")
 
 
 def check_compatible(stores: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -285,21 +272,10 @@ def default_hash_bits(stores: list[str]) -> int:
     return int(min(20, max(10, math.ceil(math.log2(max(nnz, 2))))))
 
 
-def evaluate_features(
-    stores: list[str],
-    *,
-    folds: int = 10,
-    repeats: int = 10,
-    seed: int = 0,
-    inner_folds: int = 5,
-    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
-    client: Any = None,
-    learner: str = "auto",
-    epochs: int = 5,
-    hash_bits: int | None = None,
-) -> dict[str, Any]:
-    """Nested CV of a linear SVM on feature stores; :func:`nested_cv.evaluate`'s protocol and
-    dict, plus ``learner`` (``svm`` or ``sgd``, see the module docstring).
+def evaluate_features(stores: list[str], *, learner: str = "auto", epochs: int = 5, hash_bits: int | None = None,
+                      **protocol: Any) -> dict[str, Any]:
+    """Nested CV of a linear SVM on feature stores; :func:`nested_cv.cross_validate`'s protocol
+    and dict, plus ``learner`` (``svm`` or ``sgd``, see the module docstring).
 
     Parameters
     ----------
@@ -308,7 +284,8 @@ def evaluate_features(
     learner : ``auto``, ``svm`` or ``sgd``.
     epochs, hash_bits : of the streamed ``sgd`` learner; ``hash_bits`` None: enough columns for
         the store's non-zeros, from 2^10 to 2^20 (:func:`default_hash_bits`).
-    Other parameters: as :func:`gramdist.evaluation.nested_cv.evaluate`.
+    protocol : ``folds``, ``repeats``, ``seed``, ``inner_folds``, ``c_grid``, ``client``, as
+        :func:`gramdist.evaluation.nested_cv.cross_validate`.
     """
     stores = find_feature_stores(stores)
     y, ids = check_compatible(stores)
@@ -318,7 +295,6 @@ def evaluate_features(
     source = StreamedSource if chosen == "sgd" else FeatureSource
     if hash_bits is None:
         hash_bits = default_hash_bits(stores)
-    task = LinearTask(tuple(c_grid), learner=chosen, epochs=epochs, hash_bits=hash_bits, seed=seed)
-    result = cross_validate([source(s) for s in stores], y, held, folds=folds, repeats=repeats, seed=seed,
-                            inner_folds=inner_folds, c_grid=c_grid, client=client, task=task)
-    return result | {"learner": chosen}
+    c_grid = tuple(protocol.setdefault("c_grid", DEFAULT_C_GRID))
+    task = LinearTask(c_grid, learner=chosen, epochs=epochs, hash_bits=hash_bits, seed=protocol.get("seed", 0))
+    return cross_validate([source(s) for s in stores], y, held, task=task, **protocol) | {"learner": chosen}

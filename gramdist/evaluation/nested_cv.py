@@ -26,6 +26,7 @@ graphs. The result reports how many graphs were held out of testing
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -38,17 +39,22 @@ from gramdist.errors import StoreError
 DEFAULT_C_GRID = tuple(10.0**k for k in range(-3, 4))
 
 
-def find_stores(paths: list[str]) -> list[str]:
-    """Expand folders of stores (a grid run's output) into the store paths, sorted."""
+def find_stores(paths: list[str], is_store: Callable[[Path], bool] | None = None, kind: str = "") -> list[str]:
+    """Expand folders of stores (a grid run's output) into the store paths, sorted.
+
+    ``is_store`` tells a store of the wanted kind (default: a Gram store); ``kind`` names it
+    in the error for a folder without any (e.g. ``"feature "``).
+    """
+    is_store = is_store or _is_gram_store
     out: list[str] = []
     for p in paths:
         path = Path(p)
-        if (path / "zarr.json").exists() and _is_gram_store(path):
+        if (path / "zarr.json").exists() and is_store(path):
             out.append(str(path))
         elif path.is_dir():
-            found = sorted(str(c) for c in path.iterdir() if (c / "zarr.json").exists() and _is_gram_store(c))
+            found = sorted(str(c) for c in path.iterdir() if (c / "zarr.json").exists() and is_store(c))
             if not found:
-                raise StoreError(f"{p}: no gramdist stores found in this folder")
+                raise StoreError(f"{p}: no gramdist {kind}stores found in this folder")
             out.extend(found)
         else:
             raise StoreError(f"{p}: no such store")
@@ -215,39 +221,18 @@ def _codes(y: np.ndarray) -> np.ndarray:
     return np.unique(y, return_inverse=True)[1]
 
 
-def evaluate(
-    stores: list[str],
-    *,
-    folds: int = 10,
-    repeats: int = 10,
-    seed: int = 0,
-    inner_folds: int = 5,
-    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
-    client: Any = None,
-) -> dict[str, Any]:
+def evaluate(stores: list[str], **protocol: Any) -> dict[str, Any]:
     """Nested CV accuracy of an SVC on the given stores; see the module docstring.
 
-    Parameters
-    ----------
-    stores : paths of complete, square stores over the same graphs (grid outputs may be
-        given as their folder; see :func:`find_stores`).
-    folds, repeats, seed : outer stratified k-fold, repeated with seeds ``seed + r``.
-    inner_folds : folds of the inner CV that selects (store, C).
-    c_grid : candidate values of C.
-    client : a ``distributed.Client`` to run the outer folds on; ``None`` runs them in this
-        process (serially).
-
-    Returns
-    -------
-    dict with ``accuracy_mean``, ``accuracy_std``, ``folds``, ``repeats``, ``fold_accuracies``
-    ((repeats, folds) nested list), ``selections``, ``stores``, ``supervised_fit_graphs`` (graphs
-    kept out of the test folds because a kernel fit used their labels) and ``test_graphs``.
+    ``stores``: paths of complete, square stores over the same graphs (grid outputs may be
+    given as their folder; see :func:`find_stores`); ``protocol``: the keyword arguments of
+    :func:`cross_validate` (``folds``, ``repeats``, ``seed``, ``inner_folds``, ``c_grid``,
+    ``client``). Returns :func:`cross_validate`'s dict.
     """
     stores = find_stores(stores)
     y, ids = check_compatible(stores)
     held = np.isin(ids, supervised_graph_ids(stores))
-    return cross_validate(stores, y, held, folds=folds, repeats=repeats, seed=seed, inner_folds=inner_folds,
-                          c_grid=c_grid, client=client)
+    return cross_validate(stores, y, held, **protocol)
 
 
 def cross_validate(
@@ -263,10 +248,27 @@ def cross_validate(
     client: Any = None,
     task: Task | None = None,
 ) -> dict[str, Any]:
-    """The nested CV of :func:`evaluate` over candidate ``sources`` (store paths or
-    :class:`GramSource` objects) of the same graphs, with labels ``y`` and ``held`` (bool, one
-    per graph: graphs kept out of every test fold); ``task`` the learner (default: the SVC).
-    Returns :func:`evaluate`'s dict."""
+    """Nested CV over candidate ``sources`` of the same graphs; see the module docstring.
+
+    Parameters
+    ----------
+    sources : store paths or :class:`GramSource` objects, selected between in the inner CV.
+    y : (N,) class labels.
+    held : (N,) bool, graphs kept in every training part and out of every test fold (the
+        supervised-fit graphs).
+    folds, repeats, seed : outer stratified k-fold, repeated with seeds ``seed + r``.
+    inner_folds : folds of the inner CV that selects (source, C).
+    c_grid : candidate values of C.
+    client : a ``distributed.Client`` to run the outer folds on; ``None`` runs them in this
+        process (serially).
+    task : the learner and its scores (default :class:`Task`, the SVC).
+
+    Returns
+    -------
+    dict with ``accuracy_mean``, ``accuracy_std``, ``folds``, ``repeats``, ``fold_accuracies``
+    ((repeats, folds) nested list), ``selections``, ``stores``, ``supervised_fit_graphs`` (graphs
+    kept out of the test folds because a kernel fit used their labels) and ``test_graphs``.
+    """
     from sklearn.model_selection import StratifiedKFold
 
     if folds < 2:
