@@ -346,18 +346,15 @@ def _chunk_parts(root: zarr.Group, path: str | os.PathLike, i: int) -> tuple[np.
             read_array(root, f"data/{i}", path).astype(np.float64, copy=False))
 
 
-def _vector_block(root: zarr.Group, name: str, r0: int, r1: int) -> np.ndarray | None:
-    return np.asarray(root[name][r0:r1]) if name in root else None
-
-
 def iter_chunks(path: str | os.PathLike, *, verify: bool = True) -> Iterator[dict[str, Any]]:
     """The chunks of a complete store, one at a time (bounded memory: what a streamed learner
     reads); see :func:`read_chunk` for what each holds."""
     root = open_feature_store(path)
     _check_complete(root, path)
     _, sums = read_chunk_mask(root)
+    handles: dict[str, Any] = {}
     for i in range(grid_of(root).n_chunks):
-        yield read_chunk(root, path, i, int(sums[i]) if verify else None)
+        yield read_chunk(root, path, i, int(sums[i]) if verify else None, handles)
 
 
 def open_complete(path: str | os.PathLike) -> tuple[zarr.Group, np.ndarray]:
@@ -367,23 +364,29 @@ def open_complete(path: str | os.PathLike) -> tuple[zarr.Group, np.ndarray]:
     return root, read_chunk_mask(root)[1]
 
 
-def read_chunk(root: zarr.Group, path: str | os.PathLike, i: int, checksum: int | None = None) -> dict[str, Any]:
+def read_chunk(root: zarr.Group, path: str | os.PathLike, i: int, checksum: int | None = None,
+               handles: dict[str, Any] | None = None) -> dict[str, Any]:
     """Chunk ``i``: a dict with ``start``, ``stop`` and either ``indptr`` (local, from 0),
     ``keys``, ``values`` (CSR rows) or ``features`` (dense rows), plus ``diag``, ``y`` and
-    ``graph_ids``; checked against ``checksum`` when given (:class:`StoreError` if damaged)."""
+    ``graph_ids``; checked against ``checksum`` when given (:class:`StoreError` if damaged).
+    ``handles``: a dict kept by a caller that reads many chunks, holding the opened arrays."""
     grid = grid_of(root)
     r0, r1 = grid.range(i)
-    vec = {name: _vector_block(root, name, r0, r1) for name in _VECTORS}
+    handles = {} if handles is None else handles
+    for name in (*_VECTORS, "row_nnz", "features"):
+        if name not in handles:
+            handles[name] = root[name] if name in root else None
+    vec = {name: None if handles[name] is None else np.asarray(handles[name][r0:r1]) for name in _VECTORS}
     part: dict[str, Any] = {"start": r0, "stop": r1, **vec}
     if root.attrs["feature_kind"] == "sparse":
-        row_nnz = np.asarray(root["row_nnz"][r0:r1], dtype=np.int64)
+        row_nnz = np.asarray(handles["row_nnz"][r0:r1], dtype=np.int64)
         keys, values = _chunk_parts(root, path, i)
         indptr = np.zeros(r1 - r0 + 1, dtype=np.int64)
         np.cumsum(row_nnz, out=indptr[1:])
         part |= {"indptr": indptr, "keys": keys, "values": values}
         words = (keys, values, vec["diag"], vec["y"], vec["graph_ids"], row_nnz)
     else:
-        part["features"] = np.asarray(root["features"][r0:r1], dtype=np.float64)
+        part["features"] = np.asarray(handles["features"][r0:r1], dtype=np.float64)
         words = (part["features"], vec["diag"], vec["y"], vec["graph_ids"])
     if checksum is not None and words_checksum(*words) != checksum:
         raise StoreError(_damage_message(path, grid, [i]) + f"; run `gramdist verify --repair {path}` and rerun "

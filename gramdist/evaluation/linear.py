@@ -124,6 +124,8 @@ class _ChunkReader:
     """Chunks of one store as model inputs (hashed CSR or dense), the first ones cached."""
 
     def __init__(self, path: str, hash_bits: int) -> None:
+        if not 1 <= hash_bits <= 31:
+            raise StoreError(f"--hash-bits must be in 1..31, got {hash_bits}")
         self.path = path
         self.hash_bits = hash_bits
         self.root, self.sums = fs.open_complete(path)
@@ -131,11 +133,15 @@ class _ChunkReader:
         self.normalize = bool(self.root.attrs.get("normalize")) and self.root.attrs["feature_kind"] == "sparse"
         self.cache: dict[int, Any] = {}
         self.cached_bytes = 0
+        self.verified: set[int] = set()  # chunks checked against their checksum in this process
+        self.handles: dict[str, Any] = {}
 
     def chunk(self, i: int) -> Any:
         if i in self.cache:
             return self.cache[i]
-        part = fs.read_chunk(self.root, self.path, i, int(self.sums[i]))
+        checksum = None if i in self.verified else int(self.sums[i])
+        part = fs.read_chunk(self.root, self.path, i, checksum, handles=self.handles)
+        self.verified.add(i)
         x = part["features"] if "features" in part else self._hashed(part)
         size = x.nbytes if isinstance(x, np.ndarray) else x.data.nbytes + x.indices.nbytes + x.indptr.nbytes
         if self.cached_bytes + size <= CHUNK_CACHE_BYTES:
@@ -144,19 +150,20 @@ class _ChunkReader:
         return x
 
     def _hashed(self, part: dict[str, Any]) -> Any:
+        """CSR rows over ``2**hash_bits`` signed hashed columns. A row may hold a column twice
+        (two ids in one bucket): linear models add the two, as summing them would."""
         import scipy.sparse as sp
 
         keys, values, indptr = part["keys"], part["values"], part["indptr"]
-        cols = (keys & np.uint64((1 << self.hash_bits) - 1)).astype(np.int64)
-        sign = np.where(keys >> np.uint64(63), -1.0, 1.0)
-        values = values * sign
+        cols = (keys & np.uint64((1 << self.hash_bits) - 1)).astype(np.int32)
+        values = np.where((keys >> np.uint64(63)).astype(bool), -values, values)
         if self.normalize:
             with np.errstate(divide="ignore"):
                 scale = np.where(part["diag"] > 0, 1.0 / np.sqrt(part["diag"]), 0.0)
-            values = values * np.repeat(scale, np.diff(indptr))
-        x = sp.csr_matrix((values, cols, indptr), shape=(len(indptr) - 1, 1 << self.hash_bits))
-        x.sum_duplicates()
-        return x
+            values *= np.repeat(scale, np.diff(indptr))
+        idx = np.int32 if len(values) < 2**31 else np.int64
+        return sp.csr_matrix((values, cols.astype(idx, copy=False), indptr.astype(idx)),
+                             shape=(len(indptr) - 1, 1 << self.hash_bits))
 
 
 @lru_cache(maxsize=2)
