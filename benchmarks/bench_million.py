@@ -22,7 +22,10 @@ linear model has something to learn. For each N it runs, as fresh processes on t
 4. at ``--gram-sizes``: **the exact path** for comparison, ``gramdist run`` (the N×N WL Gram
    in Zarr) and ``gramdist evaluate`` (SVC, the same CV protocol);
 5. at ``--three-workers N``: the WL feature run on a real scheduler (``dask scheduler`` and
-   three ``dask worker --nthreads 1`` processes), reporting the chunks each worker wrote.
+   three ``dask worker --nthreads 1`` processes), reporting the chunks each worker wrote;
+6. at ``--grakel-sizes``: GraKeL's WL side by side on the same graphs, its exact Gram and its
+   ``Nystroem=m`` option (uniform landmarks; it still returns the dense N×N approximation),
+   each in a fresh process with a ``--grakel-timeout``.
 
 Reported per step: wall seconds, CPU seconds of the whole process tree (``getrusage`` of the
 waited children), peak RSS of the largest single process and of the tree, store size on disk;
@@ -149,6 +152,50 @@ def exact_gram(work: Path, n: int, args: argparse.Namespace) -> dict:
             "end_to_end_cpu_s": round(run["cpu_s"] + ev["cpu_s"], 2)}
 
 
+GRAKEL_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+from gramdist.datasets import make_synthetic
+n, h, nystroem = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+g = make_synthetic(n_graphs=n, n_nodes=(20, 40), avg_degree=2.2, n_labels=37, attr_dim=0, seed=0, label_bias=0.1,
+                   block_size=10000)
+from grakel import Graph, GraphKernel
+graphs = []
+for i in range(len(g)):
+    x = g[i]
+    adj = {v: [] for v in range(x.n_nodes)}
+    for u, v in x.edges.tolist():
+        adj[u].append(v)
+        adj[v].append(u)
+    graphs.append(Graph(adj, node_labels={v: int(l) for v, l in enumerate(x.node_labels)}, graph_format="dictionary"))
+t = time.perf_counter()
+kernel = [{"name": "weisfeiler_lehman", "n_iter": h}, {"name": "vertex_histogram"}]
+K = GraphKernel(kernel=kernel, normalize=True, Nystroem=nystroem or False, random_state=0).fit_transform(graphs)
+print(json.dumps({"kernel_s": time.perf_counter() - t, "shape": list(np.shape(K))}))
+"""
+
+
+def grakel(n: int, nystroem: int, args: argparse.Namespace) -> dict:
+    """GraKeL's WL (h iterations, normalised) on the same graphs: the exact Gram, or with its
+    ``Nystroem`` option (uniform landmarks; it returns the N x N approximated Gram)."""
+    cmd = ["timeout", str(args.grakel_timeout), sys.executable, "-c", GRAKEL_SCRIPT, str(n), str(args.h), str(nystroem)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    res = run_sampled(cmd)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = {"n": n, "nystroem": nystroem, "wall_s": round(res["wall_s"], 2),
+           "cpu_s": round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 2),
+           "peak_process_mb": round(max(p["peak_mb"] for p in res["processes"]), 1),
+           "timed_out": res["returncode"] == 124}
+    if res["returncode"] == 0:
+        out |= last_json_line(res["stdout"])
+    elif not out["timed_out"]:
+        out["error"] = res["stderr"][-2000:]
+    print(f"  GraKeL WL{' Nystroem=' + str(nystroem) if nystroem else ''}, N = {n}: {out['wall_s']} s wall, "
+          f"{out['cpu_s']} s CPU, {out['peak_process_mb']} MB" + (" (timed out)" if out["timed_out"] else ""),
+          flush=True)
+    return out
+
+
 def _wait_for_workers(addr: str, n: int, seconds: float = 120.0) -> None:
     """Return once the scheduler at ``addr`` has ``n`` workers (it may not listen yet)."""
     from distributed import Client
@@ -214,6 +261,10 @@ def plot(result: dict, path: Path) -> None:
             if rows:
                 get = (lambda r, u=unit: r[f"end_to_end_{u}"]) if key == "end_to_end" else (lambda r, k=key, u=unit: r[k][u])
                 axis.plot([r["n"] for r in rows], [get(r) for r in rows], style, label=label)
+        for r in result.get("grakel", []):
+            if not r["timed_out"] and "kernel_s" in r:
+                axis.plot([r["n"]], [r[unit]], "x" if r["nystroem"] else "+", ms=9, color="black",
+                          label=f"GraKeL WL{' Nystroem=' + str(r['nystroem']) if r['nystroem'] else ' Gram'}")
         wl = result["wl"]
         if wl:
             n0, t0 = wl[0]["n"], wl[0][f"end_to_end_{unit}"]
@@ -228,6 +279,10 @@ def plot(result: dict, path: Path) -> None:
                              ("exact Gram SVC", result["gram"], "evaluate")):
         if rows:
             bx.plot([r["n"] for r in rows], [r[key]["peak_process_mb"] for r in rows], "o-", label=label)
+    for r in result.get("grakel", []):
+        if not r["timed_out"] and "kernel_s" in r:
+            bx.plot([r["n"]], [r["peak_process_mb"]], "x" if r["nystroem"] else "+", ms=9, color="black",
+                    label=f"GraKeL WL{' Nystroem=' + str(r['nystroem']) if r['nystroem'] else ' Gram'}")
     bx.axhline(4096, color="red", lw=0.8, ls="--", label="4 GB per process")
     bx.set(xscale="log", xlabel="graphs N", ylabel="MB", title="peak RSS of the largest process")
     bx.legend(fontsize=7)
@@ -242,6 +297,9 @@ def main() -> int:
     ap.add_argument("--nystroem-sizes", nargs="*", type=int, default=[10_000, 100_000])
     ap.add_argument("--gram-sizes", nargs="*", type=int, default=[10_000])
     ap.add_argument("--three-workers", type=int, default=100_000, help="N of the 3-worker run (0: skip)")
+    ap.add_argument("--grakel-sizes", nargs="*", type=int, default=[10_000],
+                    help="N at which GraKeL's WL runs side by side: exact, and with Nystroem=m")
+    ap.add_argument("--grakel-timeout", type=int, default=3600, help="seconds per GraKeL run")
     ap.add_argument("--h", type=int, default=5)
     ap.add_argument("--m", type=int, default=1000)
     ap.add_argument("--chunk", type=int, default=4096, help="graphs per chunk")
@@ -256,7 +314,7 @@ def main() -> int:
         return 0
     work = Path(tempfile.mkdtemp(prefix="gramdist-million-", dir=args.workdir))
     result: dict = {"args": vars(args), "load_avg_start": os.getloadavg(), "cpu_count": os.cpu_count(),
-                    "wl": [], "dm": [], "gram": [], "three_workers": None}
+                    "wl": [], "dm": [], "gram": [], "grakel": [], "three_workers": None}
     try:
         for n in args.sizes:
             print(f"WL features + streamed SGD, N = {n}", flush=True)
@@ -270,6 +328,11 @@ def main() -> int:
             print(f"exact WL Gram + SVC, N = {n}", flush=True)
             result["gram"].append(exact_gram(work, n, args))
             save(args.name, result)
+        for n in args.grakel_sizes:
+            print(f"GraKeL WL, N = {n}", flush=True)
+            for nys in (0, args.m):
+                result["grakel"].append(grakel(n, nys, args))
+                save(args.name, result)
         if args.three_workers:
             print(f"WL features on a scheduler with three workers, N = {args.three_workers}", flush=True)
             result["three_workers"] = three_workers(work, args.three_workers, args)
@@ -287,6 +350,10 @@ def main() -> int:
         print(f"DM Nyström N={r['n']}: {r['features']['wall_s']} s wall ({r['features']['cpu_s']} s CPU), rank "
               f"{r['rank']}, store {r['store_bytes'] / 2**20:.0f} MiB, largest process "
               f"{r['features']['peak_process_mb']} MB")
+    for r in result["grakel"]:
+        print(f"GraKeL WL{' Nystroem=' + str(r['nystroem']) if r['nystroem'] else ''} N={r['n']}: {r['wall_s']} s wall "
+              f"({r['cpu_s']} s CPU), largest process {r['peak_process_mb']} MB"
+              + (" (timed out)" if r["timed_out"] else ""))
     for r in result["gram"]:
         print(f"exact Gram N={r['n']}: {r['end_to_end_wall_s']} s wall ({r['end_to_end_cpu_s']} s CPU), store "
               f"{r['store_bytes'] / 2**20:.0f} MiB, accuracy {r['accuracy']}")

@@ -237,7 +237,10 @@ def read_state(path: str | os.PathLike) -> KernelState:
     root = open_group(path)
     if not root.attrs.get("state_complete"):
         raise StoreError(f"{path}: the fitted state was never completely written")
-    group = root["state"]
+    try:
+        group = root["state"]
+    except Exception as exc:  # missing, or metadata zarr refuses to decode
+        raise StoreError(f"{path}: cannot read the fitted state ({type(exc).__name__}: {exc})") from None
     names = group.attrs.get("arrays", [])
     arrays = {name: read_array(group, name, f"{path}/state") for name in names}
     return KernelState.from_store_parts(arrays, group.attrs.get("kernel_attrs", {}))
