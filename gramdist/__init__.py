@@ -53,7 +53,19 @@ def append(store: str, data=None, *, base=None, client=None, scheduler: str | No
                    progress=progress)
 
 
+def open_features(store: str, *, normalize: bool | None = None, columns=None, as_dask: bool = False):
+    """Open a finished feature store: ``(X, y)`` for a linear model.
+
+    ``X`` is a ``scipy.sparse.csr_matrix`` (explicit features; columns are the kernel's
+    feature ids in increasing order, see ``gramdist.engine.feature_store.feature_columns``) or
+    an (N, k) ndarray (Nyström features). See :func:`gramdist.engine.feature_store.open_features`.
+    """
+    from gramdist.engine.feature_store import open_features as _open
+
+    return _open(store, normalize=normalize, columns=columns, as_dask=as_dask)
+
+
 __all__ = [
     "DatasetError", "GramTransformer", "GramdistError", "Graph", "GraphBatch", "InputError", "JobError",
-    "StoreError", "TileError", "__version__", "append", "compute_gram", "open_gram", "submit",
+    "StoreError", "TileError", "__version__", "append", "compute_gram", "open_features", "open_gram", "submit",
 ]

@@ -18,8 +18,8 @@ import sys
 from gramdist.errors import GramdistError
 
 #: modules of this package, each registering its commands, in the order ``--help`` lists them
-COMMANDS = ("run", "append", "submit", "status", "cancel", "store", "evaluate", "combine", "plot", "stream",
-            "certs")
+COMMANDS = ("run", "features", "append", "submit", "status", "cancel", "store", "evaluate", "combine", "plot",
+            "stream", "certs")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -13,6 +13,18 @@ def add_set_argument(p: argparse.ArgumentParser) -> None:
                    help="override a job key by dotted path; a,b,c makes a grid")
 
 
+def add_job_run_arguments(p: argparse.ArgumentParser) -> None:
+    """What every command that runs a job on a cluster takes: the job, ``--set``, where to
+    run, whether to replace a store, and how to report (TLS flags included)."""
+    p.add_argument("job", help="job file (YAML)")
+    add_set_argument(p)
+    p.add_argument("--scheduler", help="address of an existing Dask scheduler (tcp://HOST:PORT)")
+    p.add_argument("--overwrite", action="store_true", help="replace a store made by a different job")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print a JSON summary line on stdout")
+    add_tls_arguments(p)
+
+
 def add_tls_arguments(p: argparse.ArgumentParser) -> None:
     tls = p.add_argument_group("TLS (a scheduler started with --protocol tls; address tls://HOST:PORT)")
     tls.add_argument("--tls-ca-file", metavar="PEM", help="CA certificate(s) the scheduler and workers are signed by")

@@ -1,4 +1,5 @@
-"""``gramdist evaluate STORE|FOLDER ...``: nested cross-validation of an SVM on Gram stores.
+"""``gramdist evaluate STORE|FOLDER ...``: nested cross-validation of an SVM on Gram stores,
+or of a linear SVM on feature stores.
 
 A continuous target runs a regression (``--task regression``, or detected from non-integer
 targets and said in the output); ``--test`` scores a fixed test set given as K(test, train)
@@ -31,8 +32,10 @@ def register(sub: Any) -> None:
     ev.add_argument("--workers", type=int, default=None, help="local worker processes (0: in-process)")
     ev.add_argument("--task", choices=("auto", "classification", "regression"), default="auto",
                     help="auto: regression when a target is not a whole number (default)")
-    ev.add_argument("--learner", choices=("krr", "svr"), default="krr",
-                    help="regression learner: kernel ridge (alpha = 1/C, default) or SVR")
+    ev.add_argument("--learner", choices=("auto", "krr", "svr", "svm", "sgd"), default="auto",
+                    help="regression on Gram stores: kernel ridge (krr, alpha = 1/C; auto) or SVR (svr); "
+                         "feature stores: LinearSVC in memory (svm), SGD streamed over the store's chunks "
+                         "(sgd), or by size (auto)")
     ev.add_argument("--test", nargs="+", metavar="STORE",
                     help="K(test, train) stores (or a folder of them, paired by name): select on the "
                          "training stores by CV, refit, score the test graphs once")
@@ -43,6 +46,10 @@ def register(sub: Any) -> None:
                          "the inner CV, instead of one store")
     ev.add_argument("--weight-steps", type=int, default=4, metavar="S",
                     help="with --combine: weights are multiples of 1/S (default 4: 15 combinations of 3 stores)")
+    ev.add_argument("--epochs", type=int, default=5, help="feature stores, sgd: passes over the training graphs")
+    ev.add_argument("--hash-bits", type=int, default=None,
+                    help="feature stores, sgd on CSR rows: hash feature ids into 2^BITS columns "
+                         "(default: by the store's non-zeros, at most 2^20)")
     ev.add_argument("--json", action="store_true")
     add_tls_arguments(ev)
     ev.set_defaults(func=cmd_evaluate)
@@ -61,7 +68,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         require_matplotlib()  # before minutes of CV, not after
     kwargs = dict(folds=args.folds, repeats=args.repeats, seed=args.seed, inner_folds=args.inner_folds,
-                  c_grid=c_grid, task=args.task, learner=args.learner, per_store=bool(args.plot))
+                  c_grid=c_grid)
+    if _feature_stores(args.stores):
+        from gramdist.evaluation.linear import evaluate_features
+
+        if args.learner in ("krr", "svr") or args.task == "regression" or args.combine or args.plot:
+            raise JobError("feature stores are evaluated by a linear classifier (--learner auto|svm|sgd); "
+                           "--task regression, --learner krr|svr, --combine and --plot are for Gram stores")
+        evaluate = evaluate_features
+        kwargs |= dict(learner=args.learner, epochs=args.epochs, hash_bits=args.hash_bits)
+    else:
+        if args.learner in ("svm", "sgd"):
+            raise JobError(f"--learner {args.learner} is for feature stores; Gram stores take krr or svr")
+        kwargs |= dict(task=args.task, learner="krr" if args.learner == "auto" else args.learner,
+                       per_store=bool(args.plot))
     if args.combine:
         from gramdist.evaluation.combine import evaluate_combined
 
@@ -86,10 +106,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(json.dumps(task | {k: result[k] for k in (*head, "folds", "repeats",
                                                         "supervised_fit_graphs", "test_graphs")}
                          | {"stores": result["stores"], "selections": result["selections"]}
-                         | {k: result[k] for k in ("weights_chosen", "weight_grid") if k in result}))
+                         | {k: result[k] for k in ("weights_chosen", "weight_grid", "learner") if k in result}))
     else:
+        learner = {"svm": ", LinearSVC", "sgd": ", SGD streamed"}.get(result.get("learner", ""), "")
         setup = (f"({result['repeats']} x {result['folds']}-fold nested CV, "
-                 f"{len(result['stores'])} store(s), C in 10^{args.c_min}..10^{args.c_max})")
+                 f"{len(result['stores'])} store(s), C in 10^{args.c_min}..10^{args.c_max}{learner})")
         if regression:
             print(f"task: regression ({result['task_reason']}); {result['task_learner']}")
             print(f"RMSE: {result['rmse_mean']:.4g} ± {result['rmse_std']:.2g}, "
@@ -133,3 +154,20 @@ def _holdout(args: argparse.Namespace, c_grid: tuple[float, ...]) -> int:
           f"{Path(result['store']).name} and C = {result['C']:g} chosen by {result['inner_folds']}-fold CV "
           f"on the training graphs among {len(result['stores'])} store(s), C in 10^{args.c_min}..10^{args.c_max})")
     return 0
+
+
+def _feature_stores(paths: list[str]) -> bool:
+    """Whether ``paths`` name feature stores (or folders of them); an error if they mix kinds."""
+    from gramdist.engine.feature_store import is_feature_store
+
+    kinds = set()
+    for p in paths:
+        path = Path(p)
+        if (path / "zarr.json").exists():
+            found = [path]
+        else:  # a folder of stores (a grid run), or nothing: the evaluation reports that
+            found = [c for c in sorted(path.iterdir()) if (c / "zarr.json").exists()] if path.is_dir() else []
+        kinds |= {is_feature_store(c) for c in found}
+    if len(kinds) > 1:
+        raise JobError("evaluate takes Gram stores or feature stores, not both at once")
+    return kinds == {True}

@@ -6,19 +6,13 @@ import argparse
 import json
 from typing import Any
 
-from gramdist.cli.common import add_set_argument, add_tls_arguments, apply_tls_arguments
+from gramdist.cli.common import add_job_run_arguments, apply_tls_arguments
 
 
 def register(sub: Any) -> None:
     run = sub.add_parser("run", help="compute the Gram matrix of a job into a Zarr store")
-    run.add_argument("job", help="job file (YAML)")
-    add_set_argument(run)
+    add_job_run_arguments(run)
     run.add_argument("--out", help="output store (a folder of stores for a grid)")
-    run.add_argument("--scheduler", help="address of an existing Dask scheduler (tcp://HOST:PORT)")
-    run.add_argument("--overwrite", action="store_true", help="replace a store made by a different job")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
-    run.add_argument("--json", action="store_true", help="print a JSON summary line on stdout")
-    add_tls_arguments(run)
     run.set_defaults(func=cmd_run)
 
 

@@ -28,8 +28,11 @@ def register(sub: Any) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from gramdist.engine import feature_store as fs
     from gramdist.engine.store import store_info
 
+    if fs.is_feature_store(args.store):
+        return _feature_info(fs.feature_info(args.store), args.json)
     info = store_info(args.store)
     if args.json:
         print(json.dumps(info))
@@ -87,11 +90,21 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Exit 0 when nothing is wrong (every written tile on disk and matching its checksum, no
-    metadata lost), 1 when something is (one line each; with ``--repair``, also what was done)."""
+    """Exit 0 when nothing is wrong (every written tile, or feature chunk, on disk and matching
+    its checksum, no metadata lost), 1 when something is (one line each; with ``--repair``, also
+    what was done)."""
+    from gramdist.engine import feature_store as fs
     from gramdist.engine.lock import StoreLock
     from gramdist.engine.store import verify_store
 
+    if fs.is_feature_store(args.store):
+        if args.repair:
+            with StoreLock(args.store):
+                report = fs.verify_features(args.store, repair=True)
+        else:
+            report = fs.verify_features(args.store)
+        print(json.dumps(report) if args.json else report["message"])
+        return 1 if report["damaged"] else 0
     if args.repair:  # it rewrites the done-mask: never beside a run writing the same store
         with StoreLock(args.store):
             report = verify_store(args.store, repair=True)
@@ -99,3 +112,28 @@ def cmd_verify(args: argparse.Namespace) -> int:
         report = verify_store(args.store)
     print(json.dumps(report) if args.json else report["message"])
     return 1 if report["problems"] else 0
+
+
+def _feature_info(info: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(info))
+        return 0
+    k = info["kernel"] or {}
+    ds = info["dataset"] or {}
+    n, width = info["shape"]
+    kind = (f"Nyström, {width} components ({info['nystroem']})" if info["feature_kind"] == "nystroem"
+            else f"explicit CSR rows, {info['nnz']} non-zeros" if info["nnz"] is not None else "explicit CSR rows")
+    rows = [("store", f"{info['store']} (feature store)"),
+            ("status", f"{'complete' if info['complete'] else 'INCOMPLETE'} ({info['chunks_done']}/"
+                       f"{info['chunks_total']} chunks of {info['chunk_size']} graphs)"),
+            ("features", f"{n} graphs; {kind}"),
+            ("kernel", f"{k.get('name')} {k.get('params')}"),
+            ("dataset", f"{ds.get('name')} ({ds.get('n_graphs')} graphs, checksum {ds.get('checksum')})"),
+            ("fit", f"{info['fit']}" + (f" (state from {info['from_store']})" if info["from_store"] else "")),
+            ("normalize", info["normalize"]), ("disk", f"{info['disk_bytes'] / 2**20:.1f} MiB"),
+            ("version", info["gramdist_version"])]
+    for label, value in rows:
+        print(f"{label + ':':<10} {value}")
+    if info["stats"]:
+        print(f"timings:   {info['stats']}")
+    return 0

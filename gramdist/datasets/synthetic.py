@@ -17,6 +17,13 @@ a learnable task, ``attr_shift`` adds ``attr_shift * y`` to every node attribute
 
 Everything is drawn from ``np.random.default_rng(seed)`` with array-wide draws (no Python loop
 per graph), so the same arguments always give the same batch.
+
+Blocks (for collections too large for one process): with ``block_size`` set, graphs
+``b*block_size .. (b+1)*block_size - 1`` are drawn as one batch from
+``np.random.default_rng([seed, b])``, so any block can be generated alone, on any worker,
+by :func:`synthetic_block` (what :class:`gramdist.datasets.lazy.LazySynthetic` does), and
+``make_synthetic(..., block_size=B)`` is the concatenation of its blocks (graph ids
+``0..n_graphs-1`` in order). A blocked collection is a different draw from the unblocked one.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 
-__all__ = ["make_synthetic"]
+__all__ = ["make_synthetic", "synthetic_block"]
 
 
 def make_synthetic(
@@ -39,6 +46,7 @@ def make_synthetic(
     n_classes: int = 2,
     attr_shift: float = 0.0,
     label_bias: float = 0.0,
+    block_size: int | None = None,
 ) -> GraphBatch:
     """Random undirected graphs with categorical and numerical node attributes (DM §5.1).
 
@@ -65,6 +73,9 @@ def make_synthetic(
         Class signal for tests (default none, as in the paper): attributes get
         ``+ attr_shift * y``; each node label becomes ``y % n_labels`` with probability
         ``label_bias``.
+    block_size : int, optional
+        Draw the graphs in independent blocks of this many (see the module docstring), so
+        that :func:`synthetic_block` can generate any block alone.
 
     Returns
     -------
@@ -80,11 +91,39 @@ def make_synthetic(
     """
     if n_graphs < 1:
         raise ValueError(f"n_graphs must be >= 1, got {n_graphs}")
+    kwargs = dict(n_nodes=n_nodes, avg_degree=avg_degree, n_labels=n_labels, attr_dim=attr_dim,
+                  density=density, n_classes=n_classes, attr_shift=attr_shift, label_bias=label_bias)
+    if block_size is not None:
+        if int(block_size) < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        n_blocks = -(-n_graphs // int(block_size))
+        return GraphBatch.concat([synthetic_block(b, n_graphs=n_graphs, block_size=int(block_size), seed=seed,
+                                                  **kwargs) for b in range(n_blocks)], name="synthetic")
+    return _draw(np.random.default_rng(seed), n_graphs, **kwargs)
+
+
+def synthetic_block(block: int, *, n_graphs: int, block_size: int, seed: int = 0, **kwargs) -> GraphBatch:
+    """Block ``block`` of ``make_synthetic(n_graphs=..., block_size=..., seed=..., **kwargs)``.
+
+    Graphs ``block*block_size`` up to ``min(n_graphs, (block+1)*block_size) - 1`` (their
+    ``graph_ids``), drawn from ``np.random.default_rng([seed, block])``.
+    """
+    start = block * block_size
+    if not 0 <= start < n_graphs:
+        raise ValueError(f"block {block} of {block_size} graphs is outside 0..{n_graphs - 1}")
+    batch = _draw(np.random.default_rng([seed, block]), min(block_size, n_graphs - start), **kwargs)
+    batch.graph_ids = batch.graph_ids + start
+    return batch
+
+
+def _draw(rng: np.random.Generator, n_graphs: int, *, n_nodes: int | tuple[int, int], avg_degree: float,
+          n_labels: int, attr_dim: int, density: float | None, n_classes: int, attr_shift: float,
+          label_bias: float) -> GraphBatch:
+    """``n_graphs`` graphs drawn from ``rng`` (arguments as :func:`make_synthetic`'s)."""
     if n_labels < 0 or attr_dim < 0 or n_classes < 1:
         raise ValueError("n_labels and attr_dim must be >= 0 and n_classes >= 1")
     if not 0.0 <= label_bias <= 1.0:
         raise ValueError(f"label_bias must be in [0, 1], got {label_bias}")
-    rng = np.random.default_rng(seed)
 
     if isinstance(n_nodes, (tuple, list)):
         lo, hi = (int(v) for v in n_nodes)

@@ -132,10 +132,16 @@ def plan_gram(kernel: GraphKernel, cols: GraphBatch, rows: GraphBatch | None = N
                     keep_embeddings=bool(keep_embeddings))
 
 
-def plan_job(job: dict[str, Any]) -> GramPlan:
-    """Resolve and validate a (grid-free) job: its kernel, its graphs, its tile grid."""
+def plan_job(job: dict[str, Any], *, loader: Callable[[Any], Any] | None = None) -> GramPlan:
+    """Resolve and validate a (grid-free) job: its kernel, its graphs, its tile grid.
+
+    ``loader`` turns the ``dataset:`` spec into graphs (default
+    :func:`~gramdist.datasets.load_dataset`; streaming paths pass
+    :func:`~gramdist.datasets.lazy.open_dataset`, whose datasets may be lazy).
+    """
     from gramdist.datasets import load_dataset
 
+    load_dataset = loader or load_dataset
     kernel = kernel_from_spec(job["kernel"])
     t = time.perf_counter()
     graphs = load_dataset(job["dataset"])
@@ -177,6 +183,9 @@ def fit_sample_indices(n_graphs: int, sample_size: int | None, seed: int) -> np.
 class StoreSink:
     """Tiles go into a Zarr store: tile tasks write their own chunks; this process keeps the
     done-mask and the checksums, saved every ``checkpoint_seconds`` and at the end."""
+
+    #: the fitted state is written into ``root`` (and read back by the tasks from ``write_path``)
+    keeps_state = True
 
     def __init__(self, root: Any, path: str, grid: st.TileGrid,
                  checkpoint_seconds: float = CHECKPOINT_SECONDS) -> None:
@@ -225,6 +234,7 @@ class MemorySink:
     """Tiles come back to this process and are assembled into a NumPy Gram (with mirrors)."""
 
     write_path: str | None = None
+    keeps_state = False
 
     def __init__(self, grid: st.TileGrid, dtype: str = "float64") -> None:
         self.grid = grid
@@ -326,8 +336,9 @@ def create_store(plan: GramPlan, path: str, overwrite: bool) -> Any:
 def obtain_state(ex: Executor, plan: GramPlan, sink: Sink, log: Log) -> KernelState | None:
     """Fit the kernel on its sample, or copy ``fit.from_store``'s state, unless the store has
     one already. A store's state is written into it; returns the state for a memory sink
-    (which keeps none) and None when the state lives in the store."""
-    if isinstance(sink, StoreSink) and sink.root.attrs.get("state_complete"):
+    (which keeps none) and None when the state lives in the store. Any sink with
+    ``keeps_state`` (a Zarr ``root`` and a ``write_path``) keeps it the way a Gram store does."""
+    if sink.keeps_state and sink.root.attrs.get("state_complete"):
         log("gramdist: reusing the fitted state found in the store")
         return None
     fit = plan.fit
@@ -344,7 +355,7 @@ def obtain_state(ex: Executor, plan: GramPlan, sink: Sink, log: Log) -> KernelSt
         state = ex.submit(tasks.fit_task, plan.kernel, sample, fit.get("seed", 0), key=f"fit-{new_token()}").result()
     plan.timings["fit_s"] = time.perf_counter() - t
     log(f"gramdist: fitted on {len(indices)} graphs in {plan.timings['fit_s']:.2f} s")
-    if isinstance(sink, StoreSink):
+    if sink.keeps_state:
         st.write_state(sink.root, state, indices)
         return None
     return state
@@ -510,10 +521,10 @@ def compute_tiles(ex: Executor, plan: GramPlan, state_f: Any, emb: Embedded, sin
     emb.counts = []
     diag_parts: dict[tuple[str, int], np.ndarray] = {}
     counts: Counter = Counter()
-    report = _progress_reporter(progress, len(grid.tiles()), already)
+    report = progress_reporter(progress, len(grid.tiles()), already)
 
     pending = iter(todo)
-    queue = ex.as_completed([submit_tile(tl) for tl in _take(pending, in_flight)])
+    queue = ex.as_completed([submit_tile(tl) for tl in take_next(pending, in_flight)])
     queue.update(ready)
     del ready  # the queue holds them until each is yielded
     computed = 0
@@ -546,13 +557,13 @@ def compute_tiles(ex: Executor, plan: GramPlan, state_f: Any, emb: Embedded, sin
                 emb.uses[key] -= 1
                 if emb.uses[key] == 0:
                     (emb.rows if key[0] == "r" else emb.cols).pop(key[1], None)
-            for tl in _take(pending, 1):
+            for tl in take_next(pending, 1):
                 queue.add(submit_tile(tl))
             if sink.flush(force=False) and not plan.max_tiles_in_flight:
                 # workers that joined since the start (HPC jobs leaving the queue) widen the window
                 want = max(4, 2 * ex.n_threads())
                 if want > in_flight:
-                    for tl in _take(pending, want - in_flight):
+                    for tl in take_next(pending, want - in_flight):
                         queue.add(submit_tile(tl))
                     log(f"gramdist: {ex.n_workers()} workers now; {want} tiles in flight")
                     in_flight = want
@@ -582,8 +593,8 @@ def _store_diag(sink: Sink, grid: st.TileGrid, parts: dict[tuple[str, int], np.n
         log("gramdist: warning: some K(g, g) < 0; the kernel is not PSD on these graphs")
 
 
-def _progress_reporter(progress: Progress, total: int, initial: int) -> Callable[[int | None], None]:
-    """``report(n)`` after n more tiles, ``report(None)`` at the end."""
+def progress_reporter(progress: Progress, total: int, initial: int, unit: str = "tile") -> Callable[[int | None], None]:
+    """``report(n)`` after n more tiles (or other ``unit``), ``report(None)`` at the end."""
     if callable(progress):
         done = [initial]
 
@@ -595,12 +606,13 @@ def _progress_reporter(progress: Progress, total: int, initial: int) -> Callable
         return call
     from tqdm import tqdm
 
-    bar = tqdm(total=total, initial=initial, unit="tile", disable=not progress, desc="tiles",
+    bar = tqdm(total=total, initial=initial, unit=unit, disable=not progress, desc=f"{unit}s",
                file=sys.stderr, dynamic_ncols=True)
     return lambda n: bar.close() if n is None else bar.update(n)
 
 
-def _take(it: Any, n: int) -> list[Any]:
+def take_next(it: Any, n: int) -> list[Any]:
+    """Up to ``n`` more items of the iterator ``it``."""
     out = []
     for _ in range(n):
         try:

@@ -173,11 +173,9 @@ def _create_record_array(group: zarr.Group, name: str, grid: TileGrid, overwrite
     return arr
 
 
-def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
-    """Open an existing store; :class:`StoreError` if it is not a gramdist store, or if its
-    group metadata or the metadata of ``gram``/``tiles_done`` is lost (saying what is lost and
-    whether ``gramdist verify --repair`` can restore it). A reader (``mode="r"``) is refused,
-    in one line, while an append is being committed (its arrays are then changing)."""
+def open_group(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
+    """Open any gramdist store (a Gram store or a feature store) as a group, unchecked beyond
+    its group metadata and ``gramdist_version``; :class:`StoreError` if it is not one."""
     path = Path(path)
     if not path.exists():
         raise StoreError(f"{path}: no such store")
@@ -190,6 +188,18 @@ def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
         raise StoreError(f"{path}: not a Zarr store ({type(exc).__name__}: {exc})") from None
     if "gramdist_version" not in root.attrs:
         raise StoreError(f"{path}: not a gramdist store (no gramdist_version attribute)")
+    return root
+
+
+def open_store(path: str | os.PathLike, mode: str = "r") -> zarr.Group:
+    """Open an existing Gram store; :class:`StoreError` if it is not a gramdist Gram store, or if
+    its group metadata or the metadata of ``gram``/``tiles_done`` is lost (saying what is lost and
+    whether ``gramdist verify --repair`` can restore it). A reader (``mode="r"``) is refused,
+    in one line, while an append is being committed (its arrays are then changing)."""
+    path = Path(path)
+    root = open_group(path, mode)
+    if root.attrs.get("store_kind", "gram") != "gram":
+        raise StoreError(f"{path}: a {root.attrs['store_kind']} store, not a Gram store")
     for name in ("gram", "tiles_done", "tile_checksums"):
         lost = _lost_metadata(path, name)
         if lost and (path / name).is_dir():
@@ -382,11 +392,15 @@ def _state_dimensions(name: str, ndim: int) -> tuple[str, ...]:
 
 
 def read_state(path: str | os.PathLike) -> KernelState:
-    """Load the kernel state of a store (arrays and JSON attributes; no pickles)."""
-    root = open_store(path)
+    """Load the kernel state of a store, Gram or feature store (arrays and JSON attributes;
+    no pickles)."""
+    root = open_group(path)
     if not root.attrs.get("state_complete"):
         raise StoreError(f"{path}: the fitted state was never completely written")
-    group = root["state"]
+    try:
+        group = root["state"]
+    except Exception as exc:  # missing, or metadata zarr refuses to decode
+        raise StoreError(f"{path}: cannot read the fitted state ({type(exc).__name__}: {exc})") from None
     names = group.attrs.get("arrays", [])
     arrays = {name: read_array(group, name, f"{path}/state") for name in names}
     return KernelState.from_store_parts(arrays, group.attrs.get("kernel_attrs", {}))

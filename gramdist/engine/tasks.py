@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from gramdist.arrayops import mirror_upper, normalize_block
+from gramdist.datasets.lazy import GraphChunk, load_chunk
 from gramdist.engine.store import (
     TileGrid,
     gram_array,
@@ -50,8 +51,9 @@ def load_state_task(store_path: str) -> KernelState:
     return read_state(store_path)
 
 
-def embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch) -> Any:
-    """Embeddings of one chunk of graphs."""
+def embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch | GraphChunk) -> Any:
+    """Embeddings of one chunk of graphs (a lazy dataset's chunk is loaded here, on the worker)."""
+    graphs = load_chunk(graphs)
     emb = kernel.embed(graphs, state)
     if len(emb) != len(graphs):
         raise RuntimeError(f"{type(kernel).__name__}.embed returned {len(emb)} rows for {len(graphs)} graphs")

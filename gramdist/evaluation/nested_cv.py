@@ -32,7 +32,8 @@ graphs. The result reports how many graphs were held out of testing
 
 from __future__ import annotations
 
-import os
+import json
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -53,21 +54,37 @@ from gramdist.errors import StoreError
 DEFAULT_C_GRID = tuple(10.0**k for k in range(-3, 4))
 
 
-def find_stores(paths: list[str]) -> list[str]:
-    """Expand folders of stores (a grid run's output) into the store paths, sorted."""
+def find_stores(paths: list[str], is_store: Callable[[Path], bool] | None = None, kind: str = "") -> list[str]:
+    """Expand folders of stores (a grid run's output) into the store paths, sorted.
+
+    ``is_store`` tells a store of the wanted kind (default: a Gram store); ``kind`` names it
+    in the error for a folder without any (e.g. ``"feature "``).
+    """
+    is_store = is_store or _is_gram_store
     out: list[str] = []
     for p in paths:
         path = Path(p)
-        if is_gramdist_store(path):  # a damaged store is one too: opening it says what is wrong
+        if is_store(path):  # a damaged store is one too: opening it says what is wrong
             out.append(str(path))
         elif path.is_dir():
-            found = sorted(str(c) for c in path.iterdir() if is_gramdist_store(c))
+            found = sorted(str(c) for c in path.iterdir() if is_store(c))
             if not found:
-                raise StoreError(f"{p}: no gramdist stores found in this folder")
+                raise StoreError(f"{p}: no gramdist {kind}stores found in this folder")
             out.extend(found)
         else:
             raise StoreError(f"{p}: no such store")
     return out
+
+
+def _is_gram_store(path: Path) -> bool:
+    """A gramdist store that is not a feature store; a damaged one (metadata lost) counts, so
+    that opening it says what is wrong."""
+    if not is_gramdist_store(path):
+        return False
+    try:
+        return json.loads((path / "zarr.json").read_bytes())["attributes"].get("store_kind", "gram") == "gram"
+    except (OSError, ValueError, KeyError, AttributeError):
+        return True
 
 
 @lru_cache(maxsize=4)
@@ -134,6 +151,12 @@ class GramSource:
     def blocks(self, train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         k = self.gram()
         return k[np.ix_(train, train)], k[np.ix_(test, train)]
+
+    def select(self, block: Any, rows: np.ndarray, cols: np.ndarray) -> Any:
+        """What the model sees of ``rows`` (fitted on the training graphs ``cols``), taken from
+        a block of :meth:`blocks`: here the Gram ``block[rows][:, cols]``. Sources of explicit
+        features take the rows alone."""
+        return block[np.ix_(rows, cols)]
 
 
 def as_source(candidate: str | GramSource) -> GramSource:
@@ -230,8 +253,8 @@ def outer_fold(
         for c in c_grid:
             scores = []
             for itr, ite in inner:
-                model = task.model(c).fit(k_tr[np.ix_(itr, itr)], y_tr[itr])
-                scores.append(task.inner_score(y_tr[ite], model.predict(k_tr[np.ix_(ite, itr)])))
+                model = task.model(c).fit(source.select(k_tr, itr, itr), y_tr[itr])
+                scores.append(task.inner_score(y_tr[ite], model.predict(source.select(k_tr, ite, itr))))
             score = float(np.mean(scores))
             if score > best[0] + 1e-12:
                 best = (score, s, c)
@@ -263,8 +286,26 @@ def _codes(y: np.ndarray) -> np.ndarray:
     return np.unique(y, return_inverse=True)[1]
 
 
-def evaluate(
-    stores: list[str],
+def evaluate(stores: list[str], **protocol: Any) -> dict[str, Any]:
+    """Nested CV accuracy of an SVC (or RMSE and R² of a regression) on the given stores; see
+    the module docstring.
+
+    ``stores``: paths of complete, square stores over the same graphs (grid outputs may be
+    given as their folder; see :func:`find_stores`); ``protocol``: the keyword arguments of
+    :func:`cross_validate` (``folds``, ``repeats``, ``seed``, ``inner_folds``, ``c_grid``,
+    ``client``, ``task``, ``learner``, ``per_store``, ``candidates``). Returns
+    :func:`cross_validate`'s dict.
+    """
+    stores = find_stores(stores)
+    y, ids = check_compatible(stores)
+    held = np.isin(ids, supervised_graph_ids(stores))
+    return cross_validate(stores, y, held, **protocol)
+
+
+def cross_validate(
+    sources: list[str | GramSource],
+    y: np.ndarray,
+    held: np.ndarray,
     *,
     folds: int = 10,
     repeats: int = 10,
@@ -277,24 +318,27 @@ def evaluate(
     per_store: bool = False,
     candidates: list[GramSource] | None = None,
 ) -> dict[str, Any]:
-    """Nested CV accuracy of an SVC (or RMSE and R² of a regression) on the given stores; see
-    the module docstring.
+    """Nested CV over candidate ``sources`` of the same graphs: accuracy of an SVC (or RMSE
+    and R² of a regression, or another :class:`Task`'s scores); see the module docstring.
 
     Parameters
     ----------
-    stores : paths of complete, square stores over the same graphs (grid outputs may be
-        given as their folder; see :func:`find_stores`).
+    sources : store paths or :class:`GramSource` objects, selected between in the inner CV.
+    y : (N,) class labels.
+    held : (N,) bool, graphs kept in every training part and out of every test fold (the
+        supervised-fit graphs).
     folds, repeats, seed : outer stratified k-fold, repeated with seeds ``seed + r``.
-    inner_folds : folds of the inner CV that selects (store, C).
+    inner_folds : folds of the inner CV that selects (source, C).
     c_grid : candidate values of C.
     client : a ``distributed.Client`` to run the outer folds on; ``None`` runs them in this
         process (serially).
     task : ``"auto"`` (regression when a target is not a whole number), ``"classification"``,
-        ``"regression"`` or a :class:`Task`; see :mod:`gramdist.evaluation.regression`.
+        ``"regression"`` or a :class:`Task` (e.g. a linear model on feature stores); see
+        :mod:`gramdist.evaluation.regression`.
     learner : the regression learner, ``"krr"`` or ``"svr"``.
-    per_store : also score each store alone in every outer fold (result key ``per_store``).
+    per_store : also score each source alone in every outer fold (result key ``per_store``).
     candidates : the :class:`GramSource` objects the inner CV selects among (with C), e.g.
-        weighted sums of the stores (:mod:`gramdist.evaluation.combine`); default: one per store.
+        weighted sums of the stores (:mod:`gramdist.evaluation.combine`); default: one per source.
 
     Returns
     -------
@@ -306,12 +350,10 @@ def evaluate(
     """
     from gramdist.evaluation.regression import resolve_task
 
-    stores = find_stores(stores)
-    y, ids = check_compatible(stores)
     if folds < 2:
         raise StoreError("--folds must be at least 2")
     task, reason = resolve_task(task, y, tuple(c_grid), learner)
-    held = np.isin(ids, supervised_graph_ids(stores))
+    stores = list(sources)
     free = np.flatnonzero(~held)
     fixed = np.flatnonzero(held)
     limit = task.outer_limit(y, free)
@@ -342,7 +384,7 @@ def evaluate(
         "c_grid": list(c_grid),
         "supervised_fit_graphs": int(len(fixed)),
         "test_graphs": int(len(free)),
-        "stores": [os.fspath(s) for s in stores],
+        "stores": [as_source(s).name for s in stores],
         **per_fold,
         "selections": [{"repeat": r, "fold": f, "store": res["store"], "C": res["C"]}
                        for (r, f, *_), res in zip(jobs, results)],

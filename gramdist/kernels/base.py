@@ -20,6 +20,12 @@ all of them the same way and never knows which one it runs:
    ``kernel.report_embeddings(counts)`` about the embedded graphs, where ``counts`` sums
    ``kernel.embedding_counts(emb)`` (small integer counters) over every chunk embedded in the
    run; the engine gathers these only for kernels that override :meth:`GraphKernel.embedding_counts`.
+5. Optional explicit features: a kernel whose value is the dot product of explicit sparse
+   feature vectors sets ``has_feature_vectors = True`` and implements
+   ``kernel.feature_vectors(emb, state)``, returning a :class:`FeatureRows` (CSR-like rows,
+   stable ``uint64`` feature ids) whose dot products are exactly what ``pairwise`` computes.
+   The engine's feature stores (``gramdist features``) write those rows as they are; kernels
+   without them get Nyström features, which need only ``pairwise``.
 
 Kernels never import Dask: they are plain NumPy/SciPy code that the engine schedules.
 Parameters are keyword arguments of ``__init__`` stored unchanged as attributes (the
@@ -40,6 +46,21 @@ from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 
 _ARRAY_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+class FeatureRows(Protocol):
+    """Explicit sparse feature vectors of a chunk of graphs, one row per graph.
+
+    ``indptr`` (G+1,) int64: the features of graph g are ``keys[indptr[g]:indptr[g+1]]``;
+    ``keys`` (nnz,) uint64: feature ids, stable across runs, processes and out-of-sample
+    graphs (hashes), strictly increasing within a row; ``values`` (nnz,) float64.
+    """
+
+    indptr: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray
+
+    def __len__(self) -> int: ...
 
 
 class Embedding(Protocol):
@@ -80,6 +101,8 @@ class GraphKernel:
     """
 
     name: ClassVar[str] = ""
+    #: whether :meth:`feature_vectors` gives explicit features whose dot product is the kernel
+    has_feature_vectors: ClassVar[bool] = False
     #: whether the kernel uses node attributes / edge labels if the dataset has them
     uses_node_attributes: ClassVar[bool] = False
 
@@ -136,6 +159,15 @@ class GraphKernel:
         """``(len(a),)`` float64 K(a_i, a_i), computed by the same arithmetic as pairwise."""
         return np.array([self.pairwise(a[i : i + 1], a[i : i + 1], state)[0, 0] for i in range(len(a))],
                         dtype=np.float64)
+
+    def feature_vectors(self, emb: Embedding, state: KernelState) -> FeatureRows:
+        """Explicit feature vectors of embedded graphs, ``<phi(a), phi(b)> == pairwise(a, b)``.
+
+        Only for kernels with ``has_feature_vectors``; the dot products of the rows must be
+        the values ``pairwise`` returns, bit for bit, so that a feature store and a Gram store
+        of the same job agree exactly.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no explicit feature vectors")
 
     # ------------------------------------------------------ optional notes
     def embedding_counts(self, emb: Embedding) -> dict[str, int]:

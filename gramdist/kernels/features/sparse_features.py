@@ -415,7 +415,15 @@ class SparseFeatureKernel(GraphKernel):
     Subclasses implement :meth:`features`; ``embed`` returns those features, ``pairwise`` is
     their exact :func:`dot` and ``self_similarity`` their :func:`sq_norms`. The default
     ``fit`` learns nothing: features are stable hashes of each graph alone.
+
+    ``feature_vectors`` (the contract's explicit-feature hook) returns the embedding itself:
+    feature stores write these rows as CSR with the hashes as column ids. Their dot products
+    computed by SciPy's CSR product (``X @ X.T``, columns in key order) add the same products
+    in the same order as :func:`dot`, so they equal the Gram bit for bit (and integer counts,
+    as WL's, are exact in any order).
     """
+
+    has_feature_vectors = True
 
     def features(self, graphs: GraphBatch) -> SparseFeatures:
         raise NotImplementedError
@@ -431,6 +439,9 @@ class SparseFeatureKernel(GraphKernel):
 
     def self_similarity(self, a: SparseFeatures, state: KernelState) -> np.ndarray:
         return sq_norms(a)
+
+    def feature_vectors(self, emb: SparseFeatures, state: KernelState) -> SparseFeatures:
+        return emb
 
 
 __all__ = ["SparseFeatureKernel", "SparseFeatures", "dot", "sq_norms", "sorted_unique", "sort_segments"]

@@ -1,0 +1,194 @@
+"""Functions the feature path runs on Dask workers: plain Python, no Dask imports.
+
+Like :mod:`gramdist.engine.tasks`, each takes everything it needs as arguments and returns
+only small results: a chunk task loads (or generates) its graphs, embeds them, writes its
+rows into the feature store and returns a checksum, so nothing of a chunk outlives its task
+and memory stays bounded whatever the number of graphs.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from gramdist.arrayops import normalize_block
+from gramdist.datasets.lazy import GraphChunk, load_chunk
+from gramdist.engine import feature_store as fs
+from gramdist.engine.tasks import embed_task
+from gramdist.errors import JobError, TileError
+from gramdist.graphs import GraphBatch
+from gramdist.kernels.base import GraphKernel, KernelState
+
+#: rows per matrix product when projecting onto the Nyström basis: every product has this
+#: shape (the last block is padded with zeros), so a graph's features never depend on which
+#: other graphs share its chunk (BLAS may round differently for other shapes)
+PROJECTION_ROWS = 64
+#: squared distances below this fraction of K(x, x) + K(l, l) count as 0: the same graph
+DUPLICATE_TOLERANCE = 1e-12
+
+
+def worker_name() -> str:
+    """``host:pid`` of the process running the task (to show how the work spread)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _counts(kernel: GraphKernel, emb: Any) -> dict[str, int]:
+    if type(kernel).embedding_counts is GraphKernel.embedding_counts:
+        return {}
+    return {str(k): int(v) for k, v in kernel.embedding_counts(emb).items()}
+
+
+def _chunk_error(i: int, batch: GraphBatch | None, exc: Exception) -> TileError:
+    ids = "" if batch is None or not len(batch) else f" (graphs {batch.graph_ids[0]}..{batch.graph_ids[-1]})"
+    return TileError(f"feature chunk {i} failed{ids}: {type(exc).__name__}: {exc}")
+
+
+def _write_error(i: int, path: str, exc: OSError) -> TileError:
+    return TileError(f"feature chunk {i}: cannot write to the store {path}: {exc.strerror or exc}; "
+                     "rerun the command to resume once this is fixed")
+
+
+def sparse_chunk_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch | GraphChunk, path: str,
+                      grid: fs.ChunkGrid, i: int, y_dtype: Any, compression_level: int) -> dict[str, Any]:
+    """Explicit features of chunk ``i``: embed, take the kernel's feature rows, write them as CSR."""
+    t0 = time.perf_counter()
+    batch = None
+    try:
+        batch = load_chunk(graphs)
+        emb = embed_task(kernel, state, batch)
+        rows = kernel.feature_vectors(emb, state)
+        if len(rows) != len(batch):
+            raise RuntimeError(f"feature_vectors returned {len(rows)} rows for {len(batch)} graphs")
+        diag = np.asarray(kernel.self_similarity(emb, state), dtype=np.float64)
+        counts = _counts(kernel, emb)
+    except Exception as exc:
+        raise _chunk_error(i, batch, exc) from exc
+    try:
+        checksum = fs.write_sparse_chunk(path, grid, i, rows.indptr, rows.keys, rows.values, diag, batch.y,
+                                         batch.graph_ids, y_dtype, compression_level)
+    except OSError as exc:
+        raise _write_error(i, path, exc) from None
+    return {"chunk": i, "checksum": checksum, "nnz": int(len(rows.keys)), "counts": counts,
+            "seconds": time.perf_counter() - t0, "worker": worker_name()}
+
+
+def project(k: np.ndarray, projection: np.ndarray) -> np.ndarray:
+    """``k @ projection`` ((n, m) @ (m, r)) in products of :data:`PROJECTION_ROWS` rows each.
+
+    One BLAS thread and one product shape, so each row's result is the same bits whatever
+    the other rows (see :data:`PROJECTION_ROWS`).
+    """
+    n, m = k.shape
+    out = np.empty((n, projection.shape[1]), dtype=np.float64)
+    block = np.zeros((PROJECTION_ROWS, m), dtype=np.float64)
+    with threadpool_limits(limits=1):
+        for a in range(0, n, PROJECTION_ROWS):
+            b = min(a + PROJECTION_ROWS, n)
+            block[: b - a] = k[a:b]
+            block[b - a:] = 0.0
+            out[a:b] = (block @ projection)[: b - a]
+    return out
+
+
+def nystroem_rows(kernel: GraphKernel, state: KernelState, emb: Any, diag: np.ndarray, landmarks: Any,
+                  nys: fs.NystroemState, normalize: bool) -> np.ndarray:
+    """Φ(x) = Λ^{-1/2} Uᵀ K(L, x) of embedded graphs: (len(emb), k) float64.
+
+    K(x, L) is cosine-normalised first when the job normalises (as the landmarks' Gram was).
+    """
+    k = np.array(kernel.pairwise(emb, landmarks, state), dtype=np.float64)
+    if k.shape != (len(diag), len(nys.landmark_diag)):
+        raise ValueError(f"pairwise returned shape {k.shape}, expected {(len(diag), len(nys.landmark_diag))}")
+    if normalize:
+        normalize_block(k, diag, nys.landmark_diag, out=k)
+    phi = project(k, nys.projection)
+    if not np.all(np.isfinite(phi)):
+        raise FloatingPointError("non-finite Nyström features")
+    return phi
+
+
+def nystroem_chunk_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch | GraphChunk, landmarks: Any,
+                        nys: fs.NystroemState, path: str, grid: fs.ChunkGrid, i: int, normalize: bool,
+                        y_dtype: Any) -> dict[str, Any]:
+    """Nyström features of chunk ``i``: embed, K(x, L) against the landmarks, project, write."""
+    t0 = time.perf_counter()
+    batch = None
+    try:
+        batch = load_chunk(graphs)
+        emb = embed_task(kernel, state, batch)
+        diag = np.asarray(kernel.self_similarity(emb, state), dtype=np.float64)
+        phi = nystroem_rows(kernel, state, emb, diag, landmarks, nys, normalize)
+        counts = _counts(kernel, emb)
+    except Exception as exc:
+        raise _chunk_error(i, batch, exc) from exc
+    try:
+        checksum = fs.write_dense_chunk(path, grid, i, phi, diag, batch.y, batch.graph_ids, y_dtype)
+    except OSError as exc:
+        raise _write_error(i, path, exc) from None
+    return {"chunk": i, "checksum": checksum, "nnz": int(phi.size), "counts": counts,
+            "seconds": time.perf_counter() - t0, "worker": worker_name()}
+
+
+def load_nystroem_task(path: str) -> fs.NystroemState:
+    """The Nyström state read from the store: a recomputable way to share it with workers."""
+    return fs.read_nystroem(path)
+
+
+def embed_landmarks_task(kernel: GraphKernel, state: KernelState, nys: fs.NystroemState) -> Any:
+    """Embeddings of the landmark graphs (computed once per worker that needs them)."""
+    return embed_task(kernel, state, nys.landmarks)
+
+
+def nystroem_basis_task(w: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
+    """Eigen-decomposition of K(L, L) and the projection onto its top eigenpairs.
+
+    Returns ``(eigenvalues, projection)``: all m eigenvalues in decreasing order, and the
+    (m, k) matrix ``U_k Λ_k^{-1/2}`` over the k eigenpairs with ``λ > cutoff * λ_max``. Each
+    eigenvector's sign is fixed (its largest-magnitude entry positive), and LAPACK runs on
+    one thread, so the same K(L, L) always gives the same bits.
+    """
+    w = np.asarray(w, dtype=np.float64)
+    with threadpool_limits(limits=1):
+        lam, u = np.linalg.eigh(w)
+    lam, u = lam[::-1].copy(), u[:, ::-1].copy()
+    if not len(lam) or not lam[0] > 0:
+        raise JobError("Nyström: K(landmarks, landmarks) has no positive eigenvalue (all landmark graphs "
+                       "have zero self-similarity?)")
+    keep = lam > cutoff * lam[0]
+    u = u[:, keep]
+    flip = u[np.argmax(np.abs(u), axis=0), np.arange(u.shape[1])] < 0
+    u[:, flip] *= -1.0
+    return lam, u / np.sqrt(lam[keep])
+
+
+def squared_distance_task(kernel: GraphKernel, state: KernelState, emb_x: Any, diag_x: np.ndarray, emb_l: Any,
+                          diag_l: np.ndarray, normalize: bool) -> np.ndarray:
+    """(len(emb_x),) squared feature-space distance from each x to its nearest of the graphs
+    ``emb_l``: ``min_l K(x, x) + K(l, l) - 2 K(x, l)`` (on the normalised kernel when asked)."""
+    k = np.array(kernel.pairwise(emb_x, emb_l, state), dtype=np.float64)
+    diag_x = np.asarray(diag_x, dtype=np.float64)
+    diag_l = np.asarray(diag_l, dtype=np.float64)
+    if normalize:
+        normalize_block(k, diag_x, diag_l, out=k)
+        diag_x, diag_l = (diag_x > 0).astype(np.float64), (diag_l > 0).astype(np.float64)
+    scale = diag_x[:, None] + diag_l[None, :]
+    d2 = scale - 2.0 * k
+    d2[d2 <= DUPLICATE_TOLERANCE * scale] = 0.0  # the same graph up to rounding
+    return d2.min(axis=1)
+
+
+def distinct_task(kernel: GraphKernel, state: KernelState, emb: Any, diag: np.ndarray, normalize: bool) -> np.ndarray:
+    """(len(emb),) bool: the graphs of ``emb`` not at distance 0 from an earlier one of them
+    (first occurrences kept, in order)."""
+    n = len(diag)
+    d2 = np.stack([squared_distance_task(kernel, state, emb, diag, emb[j:j + 1], diag[j:j + 1], normalize)
+                   for j in range(n)], axis=1)
+    keep = np.ones(n, dtype=bool)
+    for i in range(1, n):
+        keep[i] = not np.any(d2[i, :i][keep[:i]] == 0.0)
+    return keep
