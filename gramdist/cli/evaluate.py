@@ -78,10 +78,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         evaluate = evaluate_features
         kwargs |= dict(learner=args.learner, epochs=args.epochs, hash_bits=args.hash_bits)
     else:
-        if args.learner in ("svm", "sgd"):
-            raise JobError(f"--learner {args.learner} is for feature stores; Gram stores take krr or svr")
-        kwargs |= dict(task=args.task, learner="krr" if args.learner == "auto" else args.learner,
-                       per_store=bool(args.plot))
+        kwargs |= dict(task=args.task, learner=_gram_learner(args), per_store=bool(args.plot))
     if args.combine:
         from gramdist.evaluation.combine import evaluate_combined
 
@@ -141,7 +138,7 @@ def _holdout(args: argparse.Namespace, c_grid: tuple[float, ...]) -> int:
     if args.plot:
         raise JobError("--plot is for the nested CV, not with --test")
     result = evaluate_holdout(args.stores, args.test, inner_folds=args.inner_folds, seed=args.seed, c_grid=c_grid,
-                              task=args.task, learner=args.learner)
+                              task=args.task, learner=_gram_learner(args))
     if args.json:
         print(json.dumps(result))
         return 0
@@ -154,6 +151,13 @@ def _holdout(args: argparse.Namespace, c_grid: tuple[float, ...]) -> int:
           f"{Path(result['store']).name} and C = {result['C']:g} chosen by {result['inner_folds']}-fold CV "
           f"on the training graphs among {len(result['stores'])} store(s), C in 10^{args.c_min}..10^{args.c_max})")
     return 0
+
+
+def _gram_learner(args: argparse.Namespace) -> str:
+    """The regression learner on Gram stores: ``--learner`` krr (also for auto) or svr."""
+    if args.learner in ("svm", "sgd"):
+        raise JobError(f"--learner {args.learner} is for feature stores; Gram stores take krr or svr")
+    return "krr" if args.learner == "auto" else args.learner
 
 
 def _feature_stores(paths: list[str]) -> bool:
