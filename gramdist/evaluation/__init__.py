@@ -8,7 +8,11 @@
   :class:`~gramdist.evaluation.nested_cv.Task` (what is learned and how it is scored).
 
 Each protocol variant (another learner, a combination of stores, per-fold refits) is a module
-of its own here that reuses the fold machinery of ``nested_cv``.
+of its own here that reuses the fold machinery of ``nested_cv``:
+
+* ``protocols.py`` — the papers' evaluation protocols as presets (``--protocol``);
+* ``refit.py`` — :class:`~gramdist.evaluation.refit.RefitSource`, a kernel refitted on each
+  outer training part, and :func:`~gramdist.evaluation.refit.evaluate_refit` (``--refit``).
 """
 
 from gramdist.evaluation.nested_cv import evaluate, find_stores, outer_fold

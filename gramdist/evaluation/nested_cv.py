@@ -210,6 +210,75 @@ def _codes(y: np.ndarray) -> np.ndarray:
     return np.unique(y, return_inverse=True)[1]
 
 
+def outer_splits(y: np.ndarray, held: np.ndarray, folds: int, repeats: int, seed: int,
+                 test_size: float | None = None) -> list[tuple[int, int, np.ndarray, np.ndarray, int]]:
+    """The outer splits of a nested CV: ``(repeat, fold, train, test, inner_seed)`` tuples.
+
+    Each repeat ``r`` is a stratified ``folds``-fold split shuffled with seed ``seed + r``, or,
+    with ``test_size`` (a fraction), one stratified random split holding out that fraction
+    (``folds`` is then 1 per repeat). The splits are drawn over the graphs not ``held``; the
+    held graphs join every training part (see the module docstring).
+    """
+    from sklearn.model_selection import StratifiedKFold, StratifiedShuffleSplit
+
+    free = np.flatnonzero(~held)
+    fixed = np.flatnonzero(held)
+    jobs = []
+    for r in range(repeats):
+        if test_size is None:
+            splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed + r)
+        else:
+            splitter = StratifiedShuffleSplit(n_splits=1, test_size=test_size, random_state=seed + r)
+        for f, (train, test) in enumerate(splitter.split(np.zeros(len(free)), y[free])):
+            jobs.append((r, f, np.sort(np.concatenate([fixed, free[train]])), np.sort(free[test]),
+                         seed + 1000 * (r + 1) + f))
+    return jobs
+
+
+def check_folds(y: np.ndarray, held: np.ndarray, folds: int, test_size: float | None = None) -> None:
+    """:class:`StoreError` if the classes of the testable graphs cannot fill the outer folds."""
+    if test_size is not None:
+        if not 0 < test_size < 1:
+            raise StoreError(f"the test fraction must lie in (0, 1), got {test_size}")
+        folds = 2  # every class needs a graph on both sides
+    elif folds < 2:
+        raise StoreError("--folds must be at least 2")
+    free = np.flatnonzero(~held)
+    counts = np.bincount(_codes(y)[free], minlength=len(np.unique(y)))
+    smallest = int(counts.min())
+    if smallest < folds:
+        n_held = int(held.sum())
+        why = (f" after keeping the {n_held} graphs whose labels the kernel fit used out of the test folds; "
+               "fit on a smaller sample (fit.sample_size)" if n_held else "")
+        raise StoreError(f"the smallest class has {smallest} graphs{why}, fewer than --folds {folds}")
+
+
+def summarise(results: list[dict[str, Any]], jobs: list[tuple[int, int, np.ndarray, np.ndarray, int]],
+              repeats: int) -> dict[str, Any]:
+    """Accuracy and its spreads over the outer folds of ``jobs`` (their ``results``).
+
+    ``accuracy_std``: population standard deviation (ddof 0) of the per-repeat mean accuracies
+    (the figure earlier REPRODUCTION rows quote); ``accuracy_std_sample``: the same with ddof 1
+    (the "standard deviation over the runs" of the papers); ``accuracy_se``: its standard
+    error over the repeats, ``accuracy_std_sample / sqrt(repeats)`` (what "standard errors"
+    over repeated CV quote); ``accuracy_fold_std``: sample standard deviation over all outer
+    folds (the only spread of a single repeat). All in percent; NaN where undefined.
+    """
+    acc = np.array([res["accuracy"] for res in results]).reshape(repeats, -1)
+    per_repeat = acc.mean(axis=1)
+    sample = float(per_repeat.std(ddof=1) * 100) if repeats > 1 else float("nan")
+    return {
+        "accuracy_mean": float(acc.mean() * 100),
+        "accuracy_std": float(per_repeat.std() * 100),
+        "accuracy_std_sample": sample,
+        "accuracy_se": sample / float(np.sqrt(repeats)) if repeats > 1 else float("nan"),
+        "accuracy_fold_std": float(acc.std(ddof=1) * 100) if acc.size > 1 else float("nan"),
+        "fold_accuracies": (acc * 100).round(4).tolist(),
+        "selections": [{"repeat": r, "fold": f, "store": res["store"], "C": res["C"]}
+                       for (r, f, *_), res in zip(jobs, results)],
+    }
+
+
 def evaluate(
     stores: list[str],
     *,
@@ -219,6 +288,8 @@ def evaluate(
     inner_folds: int = 5,
     c_grid: tuple[float, ...] = DEFAULT_C_GRID,
     client: Any = None,
+    test_size: float | None = None,
+    task: Task | None = None,
 ) -> dict[str, Any]:
     """Nested CV accuracy of an SVC on the given stores; see the module docstring.
 
@@ -231,53 +302,37 @@ def evaluate(
     c_grid : candidate values of C.
     client : a ``distributed.Client`` to run the outer folds on; ``None`` runs them in this
         process (serially).
+    test_size : instead of k folds, one stratified random split per repeat testing this
+        fraction of the graphs (e.g. 0.2: the MLG paper's protocol); see :func:`outer_splits`.
+    task : the :class:`Task` (learner, inner splitter, scores); default: SVC classification.
 
     Returns
     -------
-    dict with ``accuracy_mean``, ``accuracy_std``, ``folds``, ``repeats``, ``fold_accuracies``
-    ((repeats, folds) nested list), ``selections``, ``stores``, ``supervised_fit_graphs`` (graphs
-    kept out of the test folds because a kernel fit used their labels) and ``test_graphs``.
+    dict with ``accuracy_mean``, ``accuracy_std`` and the other spreads of :func:`summarise`,
+    ``folds``, ``repeats``, ``fold_accuracies`` ((repeats, folds) nested list), ``selections``,
+    ``stores``, ``supervised_fit_graphs`` (graphs kept out of the test folds because a kernel
+    fit used their labels) and ``test_graphs``.
     """
-    from sklearn.model_selection import StratifiedKFold
-
     stores = find_stores(stores)
     y, ids = check_compatible(stores)
-    if folds < 2:
-        raise StoreError("--folds must be at least 2")
     held = np.isin(ids, supervised_graph_ids(stores))
-    free = np.flatnonzero(~held)
-    fixed = np.flatnonzero(held)
-    counts = np.bincount(_codes(y)[free], minlength=len(np.unique(y)))
-    smallest = int(counts.min())
-    if smallest < folds:
-        why = (f" after keeping the {len(fixed)} graphs whose labels the kernel fit used out of the test folds; "
-               "fit on a smaller sample (fit.sample_size)" if len(fixed) else "")
-        raise StoreError(f"the smallest class has {smallest} graphs{why}, fewer than --folds {folds}")
-    jobs = []
-    for r in range(repeats):
-        skf = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed + r)
-        for f, (train, test) in enumerate(skf.split(np.zeros(len(free)), y[free])):
-            jobs.append((r, f, np.sort(np.concatenate([fixed, free[train]])), free[test], seed + 1000 * (r + 1) + f))
-    args = [(tuple(stores), y, tr, te, tuple(c_grid), inner_folds, s, held if len(fixed) else None)
+    check_folds(y, held, folds, test_size)
+    jobs = outer_splits(y, held, folds, repeats, seed, test_size)
+    args = [(tuple(stores), y, tr, te, tuple(c_grid), inner_folds, s, held if held.any() else None, task)
             for _, _, tr, te, s in jobs]
     if client is None:
         results = [outer_fold(*a) for a in args]
     else:
         futs = [client.submit(outer_fold, *a, pure=False) for a in args]
         results = client.gather(futs)
-    acc = np.array([res["accuracy"] for res in results]).reshape(repeats, folds)
-    per_repeat = acc.mean(axis=1)
     return {
-        "accuracy_mean": float(acc.mean() * 100),
-        "accuracy_std": float(per_repeat.std() * 100),
-        "folds": folds,
+        **summarise(results, jobs, repeats),
+        "folds": folds if test_size is None else 1,
         "repeats": repeats,
         "inner_folds": inner_folds,
+        "test_size": test_size,
         "c_grid": list(c_grid),
-        "supervised_fit_graphs": int(len(fixed)),
-        "test_graphs": int(len(free)),
+        "supervised_fit_graphs": int(held.sum()),
+        "test_graphs": int((~held).sum()),
         "stores": [os.fspath(s) for s in stores],
-        "fold_accuracies": (acc * 100).round(4).tolist(),
-        "selections": [{"repeat": r, "fold": f, "store": res["store"], "C": res["C"]}
-                       for (r, f, *_), res in zip(jobs, results)],
     }
