@@ -391,3 +391,39 @@ def test_sparse_features_from_pairs_dot_and_slicing():
     fw._sorted_keys()
     clone = pickle.loads(pickle.dumps(fw))
     assert clone._cache == {} and np.array_equal(dot(clone, clone), ref)
+
+
+def reference_implementation_features(g, r: int, d: int) -> dict:
+    """Raw features as Costa's reference implementations key them: every ordered root pair
+    (v, w) at distance delta is visited and counted under the *sorted* pair of codes."""
+    G = _nx_graph(g)
+    lab = g.node_labels.tolist()
+    codes = {(v, rho): exact_code(G, lab, v, rho) for v in range(g.n_nodes) for rho in range(r + 1)}
+    feats: collections.Counter = collections.Counter()
+    for v in range(g.n_nodes):
+        for w, delta in nx.single_source_shortest_path_length(G, v, cutoff=d).items():
+            for rho in range(r + 1):
+                feats[(rho, delta) + tuple(sorted((codes[v, rho], codes[w, rho])))] += 1
+    return dict(feats)
+
+
+def test_ordered_pairs_weigh_identical_pairs_twice_against_the_reference_implementation():
+    """K_ordered = (K_reference + K_same) / 2 per (radius, distance) block: the documented
+    difference between the paper's ordered relation (implemented) and the sorted-pair keys of
+    the reference implementations."""
+    batch = random_batch(4, n_graphs=12, n_max=10, n_labels=2)
+    r, d = 2, 3
+    kern = NSPDKKernel(r=r, d=d, normalize_blocks=False)
+    f = kern.embed(batch, kern.fit(batch, 0))
+    ours = kern.pairwise(f, f, None)
+    ref = [reference_implementation_features(g, r, d) for g in batch]
+    ordered = [nspdk_reference(g, r, d, False) for g in batch]
+    n = len(batch)
+    k_ref, k_same = np.zeros((n, n)), np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            k_ref[i, j] = sum(c * ref[j].get(key, 0) for key, c in ref[i].items())
+            k_same[i, j] = sum(c * ordered[j].get(key, 0) for key, c in ordered[i].items() if key[2] == key[3])
+    np.testing.assert_array_equal(ours, (k_ref + k_same) / 2)
+    # the weighting differs on real pairs of different neighbourhoods: the kernels are not equal
+    assert np.any(k_ref != ours) and np.all(k_ref >= ours)
