@@ -253,9 +253,17 @@ def check_folds(y: np.ndarray, held: np.ndarray, folds: int, test_size: float | 
         raise StoreError(f"the smallest class has {smallest} graphs{why}, fewer than --folds {folds}")
 
 
+def run_folds(fn: Any, args: list[tuple[Any, ...]], client: Any = None) -> list[dict[str, Any]]:
+    """``fn(*a)`` for every outer fold's arguments ``a``: tasks on ``client``'s cluster, or here."""
+    if client is None:
+        return [fn(*a) for a in args]
+    return client.gather([client.submit(fn, *a, pure=False) for a in args])
+
+
 def summarise(results: list[dict[str, Any]], jobs: list[tuple[int, int, np.ndarray, np.ndarray, int]],
-              repeats: int) -> dict[str, Any]:
-    """Accuracy and its spreads over the outer folds of ``jobs`` (their ``results``).
+              repeats: int, **protocol: Any) -> dict[str, Any]:
+    """Accuracy and its spreads over the outer folds of ``jobs`` (their ``results``), with the
+    ``protocol`` keywords (``folds``, ``inner_folds``, ``test_size``, ``c_grid``) recorded.
 
     ``accuracy_std``: population standard deviation (ddof 0) of the per-repeat mean accuracies
     (the figure earlier REPRODUCTION rows quote); ``accuracy_std_sample``: the same with ddof 1
@@ -267,7 +275,11 @@ def summarise(results: list[dict[str, Any]], jobs: list[tuple[int, int, np.ndarr
     acc = np.array([res["accuracy"] for res in results]).reshape(repeats, -1)
     per_repeat = acc.mean(axis=1)
     sample = float(per_repeat.std(ddof=1) * 100) if repeats > 1 else float("nan")
+    folds, test_size = protocol.pop("folds", acc.shape[1]), protocol.get("test_size")
     return {
+        **{k: (list(v) if k == "c_grid" else v) for k, v in protocol.items()},
+        "folds": folds if test_size is None else 1,
+        "repeats": repeats,
         "accuracy_mean": float(acc.mean() * 100),
         "accuracy_std": float(per_repeat.std() * 100),
         "accuracy_std_sample": sample,
@@ -320,18 +332,10 @@ def evaluate(
     jobs = outer_splits(y, held, folds, repeats, seed, test_size)
     args = [(tuple(stores), y, tr, te, tuple(c_grid), inner_folds, s, held if held.any() else None, task)
             for _, _, tr, te, s in jobs]
-    if client is None:
-        results = [outer_fold(*a) for a in args]
-    else:
-        futs = [client.submit(outer_fold, *a, pure=False) for a in args]
-        results = client.gather(futs)
+    results = run_folds(outer_fold, args, client)
     return {
-        **summarise(results, jobs, repeats),
-        "folds": folds if test_size is None else 1,
-        "repeats": repeats,
-        "inner_folds": inner_folds,
-        "test_size": test_size,
-        "c_grid": list(c_grid),
+        **summarise(results, jobs, repeats, folds=folds, inner_folds=inner_folds, test_size=test_size,
+                    c_grid=c_grid),
         "supervised_fit_graphs": int(held.sum()),
         "test_graphs": int((~held).sum()),
         "stores": [os.fspath(s) for s in stores],

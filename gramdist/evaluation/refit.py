@@ -62,6 +62,7 @@ from gramdist.evaluation.nested_cv import (
     check_folds,
     outer_fold,
     outer_splits,
+    run_folds,
     summarise,
 )
 from gramdist.graphs import GraphBatch
@@ -255,17 +256,10 @@ def evaluate_refit(
             h.update(str(s).encode())
             path = str(folder / f"fold-r{r:02d}-f{f:02d}-{h.hexdigest()}.json")
         args.append((tuple(sources), y, tr, te, tuple(c_grid), inner_folds, s, task, path))
-    if client is None:
-        results = [refit_fold(*a) for a in args]
-    else:
-        results = client.gather([client.submit(refit_fold, *a, pure=False) for a in args])
+    results = run_folds(refit_fold, args, client)
     return {
-        **summarise(results, jobs, repeats),
-        "folds": folds if test_size is None else 1,
-        "repeats": repeats,
-        "inner_folds": inner_folds,
-        "test_size": test_size,
-        "c_grid": list(c_grid),
+        **summarise(results, jobs, repeats, folds=folds, inner_folds=inner_folds, test_size=test_size,
+                    c_grid=c_grid),
         "supervised_fit_graphs": 0,
         "test_graphs": int(len(y)),
         "stores": [s.name for s in sources],
