@@ -105,6 +105,12 @@ def test_evaluate_refit_runs_resumes_and_matches_outer_fold(tmp_path):
     assert other["resumed_folds"] == 0 and len(list(out.glob("fold-*.json"))) == 16
 
 
+def test_refit_with_random_test_splits():
+    res = evaluate_refit(refit_sources(dm_job()), folds=1, repeats=3, inner_folds=3, c_grid=(1.0,), test_size=0.25)
+    assert res["folds"] == 1 and np.array(res["fold_accuracies"]).shape == (3, 1)
+    assert res["accuracy_std_sample"] == pytest.approx(np.std(np.ravel(res["fold_accuracies"]), ddof=1), abs=1e-3)
+
+
 def test_refit_on_a_dask_cluster_gives_the_inline_figures(tmp_path):
     from distributed import Client, LocalCluster
 
