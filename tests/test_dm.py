@@ -431,3 +431,94 @@ def test_registry_and_defaults() -> None:
     assert isinstance(kernel, DescriptorMatchingKernel)
     assert kernel.name == "dm" and kernel.uses_node_attributes
     assert kernel.get_params()["h"] == 10 and kernel.get_params()["t"] == 4 and kernel.get_params()["b"] == 10
+
+
+# ------------------------------------------------- Algorithm 1 against a literal reference
+def algorithm1_reference(x: np.ndarray, t: int, b: int) -> list[list[dict]]:
+    """Algorithm 1 of the DM paper written out literally, independent of ``fit_pyramid``.
+
+    Bins are dicts ``{"members": row indices of x (the multiset), "centre", "s", "parent"}``,
+    level by level. The root's centre is the mean of all descriptors and its diameter bound
+    ``2 max ||x - c||`` (lines 3-4; the "2 x" of the garbled line 3 belongs to the bound, as
+    in line 9: the kernel's documented reading). Each bin is split by k-means into b children
+    (scikit-learn's KMeans on the multiset itself, 10 restarts, an implementation unrelated to
+    the kernel's), a child's centre is the mean of its members, its diameter bound is
+    ``2 max ||x - c||`` (line 9) capped by its parent's (line 10). A bin with fewer than b
+    distinct descriptors gets one child per distinct descriptor (the kernel's documented
+    choice where k-means is undefined).
+    """
+    from sklearn.cluster import KMeans
+
+    c0 = x.mean(axis=0)
+    root = {"members": np.arange(len(x)), "centre": c0,
+            "s": 2.0 * max(float(np.linalg.norm(v - c0)) for v in x), "parent": None}
+    levels = [[root]]
+    for _ in range(1, t):
+        nxt = []
+        for j, bin_ in enumerate(levels[-1]):
+            pts = x[bin_["members"]]
+            distinct = np.unique(pts, axis=0)
+            if len(distinct) < b:
+                labels = np.array([int(np.flatnonzero((distinct == p).all(1))[0]) for p in pts])
+            else:
+                labels = KMeans(n_clusters=b, n_init=10, random_state=0).fit(pts).labels_
+            for lab in np.unique(labels):
+                members = bin_["members"][labels == lab]
+                c = x[members].mean(axis=0)
+                s = 2.0 * max(float(np.linalg.norm(x[i] - c)) for i in members)   # line 9
+                nxt.append({"members": members, "centre": c, "s": min(s, bin_["s"]),  # line 10
+                            "s_uncapped": s, "parent": j})
+        levels.append(nxt)
+    return levels
+
+
+def _motif(offset, heavy: int = 100) -> np.ndarray:
+    """Two heavy points L, R and a light one P nearer R: k-means (b = 2) splits {L} | {R, P}
+    whatever its seeds, and {R, P} has a larger bound than its parent (the cap of line 10)."""
+    L, R, P = np.array([-1.0, 0.0]), np.array([1.0, 0.0]), np.array([0.2, 1.5])
+    return np.vstack([np.repeat(L[None], heavy, 0), np.repeat(R[None], heavy, 0), P[None]]) + offset
+
+
+def test_pyramid_fit_equals_a_literal_algorithm_1_bin_by_bin() -> None:
+    from scipy.spatial.distance import pdist
+
+    from gramdist.kernels.dm.pyramid import fit_pyramid
+
+    x = np.vstack([_motif([3.0, 3.0]), _motif([103.0, 3.0])])
+    t, b = 4, 2
+    ref = algorithm1_reference(x, t, b)
+    pyr = fit_pyramid(x, t, b, np.random.default_rng(0), max_iter=100)
+    assert pyr.n_bins == sum(len(level) for level in ref)
+    # the kernel's Lloyd rounds accumulate centres in float32 (documented: the fit must be
+    # deterministic, not exact), so centres agree to float32 precision of the coordinates (~100)
+    tol = 1e-4
+    capped = 0
+    for lvl, bins in enumerate(ref):
+        ids = np.flatnonzero(pyr.level == lvl)
+        assert len(ids) == len(bins)
+        for rb in bins:
+            # the kernel's bin at this level with this centre (centres are distinct here)
+            hit = ids[np.flatnonzero(np.linalg.norm(pyr.centres[ids] - rb["centre"], axis=1) < tol)]
+            assert len(hit) == 1, f"level {lvl}: no bin with centre {rb['centre']}"
+            j = int(hit[0])
+            np.testing.assert_allclose(pyr.diameter[j], rb["s"], rtol=1e-5)
+            if rb["parent"] is None:
+                assert pyr.parent[j] == -1
+            else:
+                parent_centre = ref[lvl - 1][rb["parent"]]["centre"]
+                np.testing.assert_allclose(pyr.centres[pyr.parent[j]], parent_centre, atol=tol)
+                capped += rb["s_uncapped"] > rb["s"]
+            # the bound is an upper bound of the true diameter (max pairwise distance)
+            pts = np.unique(x[rb["members"]], axis=0)
+            true = float(pdist(pts).max()) if len(pts) > 1 else 0.0
+            assert pyr.diameter[j] >= true * (1 - 1e-5)
+    # the hand-made set exercises the cap: {R, P} of each motif, 2 * 1.683 > its parent's 3.011
+    assert capped == 2
+    mid = [rb for rb in ref[2] if len(np.unique(x[rb["members"]], axis=0)) == 2]
+    assert len(mid) == 2 and all(rb["s_uncapped"] == pytest.approx(2 * 100 / 101 * np.hypot(0.8, 1.5))
+                                 for rb in mid)
+    assert all(rb["s"] == pytest.approx(ref[1][rb["parent"]]["s"]) for rb in mid)
+    # weights are monotone along every path (Theorem 4.3's condition), leaves of one point are 0
+    w = pyr.weight
+    assert np.all(w[pyr.parent >= 0] >= w[pyr.parent[pyr.parent >= 0]])
+    assert np.all(pyr.diameter[pyr.level == t - 1] == 0)

@@ -338,3 +338,114 @@ def test_engine_gram_same_for_one_and_two_workers(tmp_path, mutag, dataset_dir) 
 def test_invalid_parameters(name: str, params: dict) -> None:
     with pytest.raises(JobError, match=f"kernel {name}: parameter"):
         make_kernel(name, **params)
+
+
+# ----------------------------------------------------------------------------- Sec. 4.1 construction
+def _ball_covariances(graphs: GraphBatch, x: np.ndarray, r: int, eta: float, gamma: float) -> np.ndarray:
+    """Every vertex's subgraph Gaussian by the definition: the ball of radius r (breadth-first
+    search in its graph), the Laplacian of the induced subgraph, S = X' (L + eta I)^-1 X + gamma I."""
+    out = []
+    for gi, g in enumerate(graphs):
+        nxg = nx.Graph()
+        nxg.add_nodes_from(range(g.n_nodes))
+        nxg.add_edges_from(g.edges.tolist())
+        adj = np.asarray(g.adjacency().todense())
+        np.fill_diagonal(adj, 0.0)
+        xg = x[graphs.node_offsets[gi]:graphs.node_offsets[gi + 1]]
+        for v in range(g.n_nodes):
+            ball = sorted(nx.single_source_shortest_path_length(nxg, v, cutoff=r))
+            sub = adj[np.ix_(ball, ball)]
+            lap = np.diag(sub.sum(axis=1)) - sub
+            out.append(xg[ball].T @ np.linalg.inv(lap + eta * np.eye(len(ball))) @ xg[ball]
+                       + gamma * np.eye(x.shape[1]))
+    return np.array(out)
+
+
+def _kappa(s1: np.ndarray, s2: np.ndarray) -> float:
+    """The FLG kernel of two zero-mean Gaussians (Eq. 4), from log-determinants."""
+    ld = lambda m: np.linalg.slogdet(m)[1]  # noqa: E731
+    return float(np.exp(0.25 * ld(s1) + 0.25 * ld(s2) - 0.5 * ld(0.5 * (s1 + s2))))
+
+
+def _anchor_vertices(anchors: np.ndarray, covs: np.ndarray) -> list[int]:
+    """The vertex whose subgraph Gaussian each anchor is (vertices have distinct Gaussians here)."""
+    out = []
+    for a in anchors:
+        hit = np.flatnonzero(np.abs(covs - a).max(axis=(1, 2)) <= 1e-9 * (1 + np.abs(a).max()))
+        assert len(hit) == 1
+        out.append(int(hit[0]))
+    return out
+
+
+@pytest.fixture(scope="module")
+def attributed() -> GraphBatch:
+    # cycles and paths of 6..9 vertices (no two vertices share a ball of radius 1 or 2) with
+    # real-valued attributes: every vertex's subgraph Gaussian is distinct, so anchors name vertices
+    rng = np.random.default_rng(21)
+    sizes = [6, 7, 8, 9, 6, 7]
+    edges = [np.array([(i, (i + 1) % k) for i in range(k if j < 4 else k - 1)]) for j, k in enumerate(sizes)]
+    return GraphBatch.from_graphs(edges, sizes, node_attrs=[rng.standard_normal((k, 2)) for k in sizes])
+
+
+def _base(graphs: GraphBatch) -> np.ndarray:
+    a = graphs.node_attrs
+    return (a - a.mean(axis=0)) / a.std(axis=0)  # the kernel's standardised attributes, weight 1
+
+
+def test_anchor_sampling_is_uniform_without_replacement_and_fresh_per_level(attributed) -> None:
+    """Sec. 4.1: N~ vertices sampled from the fit graphs; here uniformly, without replacement,
+    anew at each level (the kernel's documented choices), checked over 150 seeds (30 for level 2)."""
+    from scipy.stats import chi2
+
+    graphs, n_samples = attributed, 8
+    n = graphs.n_nodes
+    kern = MLGKernel(levels=2, radius=1, n_samples=n_samples, rank=4, eta=0.5, gamma=0.1,
+                     node_features="attributes")
+    cov1 = _ball_covariances(graphs, _base(graphs), 1, 0.5, 0.1)
+    counts = np.zeros(n)
+    same_sets = 0
+    for seed in range(150):
+        state = kern.fit(graphs, seed)
+        level1 = _anchor_vertices(state.arrays["level1.cov"], cov1)
+        assert len(set(level1)) == n_samples  # no vertex twice
+        counts[level1] += 1
+        if seed >= 30:  # level 2 (a costlier reference) on the first 30 seeds
+            continue
+        cov2 = _ball_covariances(graphs, kern._level_features(graphs, state.arrays, 1), 2, 0.5, 0.1)
+        level2 = _anchor_vertices(state.arrays["level2.cov"], cov2)
+        assert len(set(level2)) == n_samples
+        same_sets += set(level1) == set(level2)
+    # each vertex is an anchor with probability n_samples / n: a chi-square test at 0.1 %
+    p = n_samples / n
+    stat = float((((counts - 150 * p) ** 2) / (150 * p * (1 - p))).sum())
+    assert stat < chi2.ppf(0.999, n - 1)
+    assert counts.min() > 0
+    assert same_sets <= 1  # a fresh draw per level, not the level-1 vertices again
+
+
+@pytest.mark.parametrize("rank,ratio", [(4, 1e-6), (12, 0.05), (8, 0.0)])
+def test_rank_cut_off_and_features_follow_the_papers_projection(attributed, rank, ratio) -> None:
+    """The level's basis is the top min(P^, #{lambda >= ratio lambda_max}) eigenpairs of the anchor
+    Gram K~_ij = kappa(v~_i, v~_j), and a vertex's features are lambda_i^-1/2 sum_l [u_i]_l kappa(v, v~_l)."""
+    graphs = attributed
+    kern = MLGKernel(levels=1, radius=1, n_samples=12, rank=rank, min_eig_ratio=ratio, eta=0.5, gamma=0.1,
+                     node_features="attributes")
+    state = kern.fit(graphs, 4)
+    covs = _ball_covariances(graphs, _base(graphs), 1, 0.5, 0.1)
+    anchors = covs[_anchor_vertices(state.arrays["level1.cov"], covs)]
+    k_tilde = np.array([[_kappa(a, b) for b in anchors] for a in anchors])
+    lam, u = np.linalg.eigh(k_tilde)
+    lam, u = lam[::-1], u[:, ::-1]
+    kept = min(rank, int(np.sum(lam >= max(ratio, 1e-12) * lam[0])))
+    proj = state.arrays["level1.proj"]
+    assert proj.shape == (12, kept)
+    if ratio == 0.05:
+        assert kept < rank  # the eigenvalue cut-off binds before the rank
+    u, lam = u[:, :kept], lam[:kept]
+    # the same basis (signs aside): equal projectors U diag(1/lambda) U'
+    np.testing.assert_allclose(proj @ proj.T, (u / lam) @ u.T, rtol=1e-6, atol=1e-8 / lam[-1])
+    # features of every vertex, anchors or not, from the paper's formula (sign-free: F F')
+    k_va = np.array([[_kappa(c, a) for a in anchors] for c in covs])
+    ref = k_va @ (u / np.sqrt(lam))
+    got = kern._level_features(graphs, state.arrays, 1)
+    np.testing.assert_allclose(got @ got.T, ref @ ref.T, rtol=1e-7, atol=1e-9)

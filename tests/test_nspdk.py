@@ -87,8 +87,12 @@ def old_code(G: nx.Graph, lab: list, v: int, rho: int) -> tuple:
     return tuple(sorted(nodes))
 
 
-def nspdk_reference(g, r: int, d: int, normalize: bool) -> dict:
-    """Features of one graph straight from the definition (networkx BFS, canonical tuples)."""
+def nspdk_reference(g, r: int, d: int, normalize: bool, sorted_pairs: bool = False) -> dict:
+    """Features of one graph straight from the definition (networkx BFS, canonical tuples).
+
+    Every ordered root pair (v, w) at distance delta counts once under the key (code v, code w);
+    ``sorted_pairs`` keys it by the sorted pair of codes instead, as Costa's reference
+    implementations do."""
     G = _nx_graph(g)
     lab = g.node_labels.tolist()
     codes = {(v, rho): exact_code(G, lab, v, rho) for v in range(g.n_nodes) for rho in range(r + 1)}
@@ -96,7 +100,8 @@ def nspdk_reference(g, r: int, d: int, normalize: bool) -> dict:
     for v in range(g.n_nodes):
         for w, delta in nx.single_source_shortest_path_length(G, v, cutoff=d).items():
             for rho in range(r + 1):
-                feats[(rho, delta, codes[v, rho], codes[w, rho])] += 1
+                pair = (codes[v, rho], codes[w, rho])
+                feats[(rho, delta) + (tuple(sorted(pair)) if sorted_pairs else pair)] += 1
     if not normalize:
         return dict(feats)
     norms: dict = collections.defaultdict(float)
@@ -391,3 +396,25 @@ def test_sparse_features_from_pairs_dot_and_slicing():
     fw._sorted_keys()
     clone = pickle.loads(pickle.dumps(fw))
     assert clone._cache == {} and np.array_equal(dot(clone, clone), ref)
+
+
+def test_ordered_pairs_weigh_identical_pairs_twice_against_the_reference_implementation():
+    """K_ordered = (K_reference + K_same) / 2 per (radius, distance) block: the documented
+    difference between the paper's ordered relation (implemented) and the sorted-pair keys of
+    the reference implementations."""
+    batch = random_batch(4, n_graphs=12, n_max=10, n_labels=2)
+    r, d = 2, 3
+    kern = NSPDKKernel(r=r, d=d, normalize_blocks=False)
+    f = kern.embed(batch, kern.fit(batch, 0))
+    ours = kern.pairwise(f, f, None)
+    ref = [nspdk_reference(g, r, d, False, sorted_pairs=True) for g in batch]
+    ordered = [nspdk_reference(g, r, d, False) for g in batch]
+    n = len(batch)
+    k_ref, k_same = np.zeros((n, n)), np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            k_ref[i, j] = sum(c * ref[j].get(key, 0) for key, c in ref[i].items())
+            k_same[i, j] = sum(c * ordered[j].get(key, 0) for key, c in ordered[i].items() if key[2] == key[3])
+    np.testing.assert_array_equal(ours, (k_ref + k_same) / 2)
+    # the weighting differs on real pairs of different neighbourhoods: the kernels are not equal
+    assert np.any(k_ref != ours) and np.all(k_ref >= ours)

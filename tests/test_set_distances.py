@@ -34,29 +34,89 @@ def _partial_matchings(m, n):
     yield from rec(0, frozenset())
 
 
+def _nearest(X, i, axis):
+    """Index of the nearest element of the other set to element ``i`` (first on ties), by a loop."""
+    best, arg = np.inf, -1
+    for k in range(X.shape[1 - axis]):
+        v = X[i, k] if axis == 0 else X[k, i]
+        if v < best:
+            best, arg = v, k
+    return arg
+
+
+def definition(name, X, normalize=True):
+    """The paper's set distances from their definitions, by loops over the elements.
+
+    Woźnica et al. (§3) write every measure as ``d_set(A, B) = Σ_{(a,b)∈F} d(a, b) / |F|`` for a
+    measure-specific set of pairs ``F ⊆ A × B`` (definitions after Eiter & Mannila 1997). ``X``
+    is the instance-level distance matrix (rows: the m elements of A, columns: the n of B).
+    Each branch builds ``F`` as a list of pairs with explicit loops and sums over it; none uses
+    the closed forms of the implementation.
+    """
+    m, n = X.shape
+    M = sd.M_BOUND
+    if name == "average":           # F = A x B
+        F = [(i, j) for i in range(m) for j in range(n)]
+    elif name == "single":          # F = {the closest pair}
+        F = [min(((i, j) for i in range(m) for j in range(n)), key=lambda p: X[p])]
+    elif name == "complete":        # F = {the farthest pair}
+        F = [max(((i, j) for i in range(m) for j in range(n)), key=lambda p: X[p])]
+    elif name == "smd":             # every element paired with its nearest neighbour in the other set
+        F = [(i, _nearest(X, i, 0)) for i in range(m)] + [(_nearest(X, j, 1), j) for j in range(n)]
+        if not normalize:           # Eiter & Mannila's form: half the sum
+            return sum(X[p] for p in F) / 2
+    elif name == "hausdorff":       # F = {the nearest-neighbour pair that is farthest apart}
+        nn = [(i, _nearest(X, i, 0)) for i in range(m)] + [(_nearest(X, j, 1), j) for j in range(n)]
+        F = [max(nn, key=lambda p: X[p])]
+    elif name == "ribl":
+        return 1.0 - ribl_similarity(M - X)
+    elif name == "tanimoto":
+        return tanimoto_definition(X)
+    else:
+        raise AssertionError(name)
+    return sum(X[p] for p in F) / len(F)
+
+
+def ribl_similarity(S):
+    """RIBL's similarity of two sets from element similarities ``S`` (Emde & Wettschereck 1996;
+    Horváth, Wrobel & Bohnebeck 2001): every element of the smaller set is matched with its most
+    similar element of the larger one, and the summed similarity is divided by the size of the
+    larger set. When both sets have the same size, which one is "the smaller" is arbitrary: the
+    two orientations are averaged (the implementation's documented choice)."""
+    m, n = S.shape
+
+    def one_way(sim, small, large):     # elements of `small` (rows of sim) into `large`
+        total = 0.0
+        for i in range(small):
+            best = -np.inf
+            for j in range(large):
+                best = max(best, sim[i][j])
+            total += best
+        return total / large
+
+    if m < n:
+        return one_way(S, m, n)
+    if n < m:
+        return one_way(S.T, n, m)
+    return 0.5 * (one_way(S, m, n) + one_way(S.T, n, m))
+
+
+def tanimoto_definition(X):
+    """Tanimoto distance ``1 − |A∩B| / |A∪B|`` of two multisets, with the intersection made soft:
+    ``|A∩B|`` is the largest total similarity ``Σ (M − d) / M`` of a one-to-one partial matching
+    (enumerated), ``|A∪B| = m + n − |A∩B|``. For 0/1 distances it is the crisp multiset Tanimoto."""
+    m, n = X.shape
+    M = sd.M_BOUND
+    c = max(sum((M - X[i, j]) / M for i, j in mu) for mu in _partial_matchings(m, n))
+    return 1.0 - c / (m + n - c)
+
+
 def brute(name, D, wa, wb, normalize=True):
     X = _instances(D, wa, wb)
     m, n = X.shape
     M = sd.M_BOUND
-    if name == "single":
-        return min(X[i, j] for i in range(m) for j in range(n))
-    if name == "complete":
-        return max(X[i, j] for i in range(m) for j in range(n))
-    if name == "average":
-        return sum(X[i, j] for i in range(m) for j in range(n)) / (m * n)
-    if name == "smd":
-        s = sum(min(X[i]) for i in range(m)) + sum(min(X[:, j]) for j in range(n))
-        return s / (m + n) if normalize else s / 2
-    if name == "hausdorff":
-        return max(max(min(X[i]) for i in range(m)), max(min(X[:, j]) for j in range(n)))
-    if name == "ribl":
-        to_a = sum(min(X[:, j]) for j in range(n))
-        to_b = sum(min(X[i]) for i in range(m))
-        if m > n:
-            return (to_a + M * (m - n)) / m
-        if n > m:
-            return (to_b + M * (n - m)) / n
-        return (to_a + to_b) / (2 * m)
+    if name in ("single", "complete", "average", "smd", "hausdorff", "ribl", "tanimoto"):
+        return definition(name, X, normalize)
     if name in ("surjection", "fair_surjection"):
         Y = X if m >= n else X.T
         big, small = max(m, n), min(m, n)
@@ -82,9 +142,6 @@ def brute(name, D, wa, wb, normalize=True):
         best = min(sum(X[i, j] for i, j in mu) + M / 2 * (m + n - 2 * len(mu))
                    for mu in _partial_matchings(m, n))
         return best / max(m, n) if normalize else best
-    if name == "tanimoto":
-        c = max(sum((M - X[i, j]) / M for i, j in mu) for mu in _partial_matchings(m, n))
-        return (m + n - 2 * c) / (m + n - c)
     raise AssertionError(name)
 
 
@@ -249,3 +306,18 @@ def test_metric_shortcut_pairs_identical_elements_exactly(name):
         fast = sd.set_distances_to_many(*args, metric=True)
         slow = sd.set_distances_to_many(*args, metric=False)
         np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12)
+
+
+def test_ribl_and_tanimoto_hand_worked():
+    # RIBL, |A| = 3 > |B| = 1: b's best similarity 1 - 0.2 shared by the 3 elements of A
+    D = np.array([[0.2], [0.5], [0.9]])
+    assert sd.ribl(D) == pytest.approx(1 - 0.8 / 3) == pytest.approx(definition("ribl", D))
+    # equal sizes: both orientations give (0.9 + 0.7) / 2 = 0.8, so d = 0.2
+    D = np.array([[0.1, 0.7], [0.4, 0.3]])
+    assert sd.ribl(D) == pytest.approx(0.2)
+    # Tanimoto: the best matching pairs (0,0) and (1,1), overlap c = 0.9 + 0.7; 1 - c / (4 - c)
+    assert sd.tanimoto(D) == pytest.approx(1 - 1.6 / 2.4) == pytest.approx(definition("tanimoto", D))
+    # RIBL is not SMD: SMD averages all m + n nearest-neighbour distances of both sides
+    D = np.array([[0.2], [0.5], [0.9]])
+    assert sd.sum_of_minimum_distances(D) == pytest.approx((0.2 + 0.5 + 0.9 + 0.2) / 4)
+    assert sd.ribl(D) != pytest.approx(sd.sum_of_minimum_distances(D))

@@ -4,30 +4,45 @@ or of a linear SVM on feature stores.
 A continuous target runs a regression (``--task regression``, or detected from non-integer
 targets and said in the output); ``--test`` scores a fixed test set given as K(test, train)
 stores; ``--combine`` selects a convex combination of the stores with C; ``--plot`` draws each
-setting's score and how often the inner CV chose it.
+setting's score and how often the inner CV chose it. ``--protocol NAME`` applies a paper's
+evaluation protocol (:mod:`gramdist.evaluation.protocols`); the explicit flags (``--folds``,
+``--repeats``, ``--inner-folds``, ``--c-min``/``--c-max``, ``--test-size``) override its values.
+``--refit JOB`` evaluates a job instead of stores, with the kernel's state refitted on every
+outer training part (:mod:`gramdist.evaluation.refit`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gramdist.cli.common import add_tls_arguments, apply_tls_arguments
+from gramdist.cli.common import add_set_argument, add_tls_arguments, apply_tls_arguments
 from gramdist.errors import JobError
 
 
 def register(sub: Any) -> None:
     ev = sub.add_parser("evaluate", help="nested cross-validation of an SVM on stores")
-    ev.add_argument("stores", nargs="+", help="stores, or folders of stores (a grid run's output)")
-    ev.add_argument("--folds", type=int, default=10)
-    ev.add_argument("--repeats", type=int, default=10)
+    ev.add_argument("stores", nargs="*", help="stores, or folders of stores (a grid run's output)")
+    ev.add_argument("--protocol", default="default", metavar="NAME",
+                    help="a paper's evaluation protocol: dm, power, mlg, matching, or default (folds, repeats, "
+                         "inner CV, C grid, spread; see gramdist.evaluation.protocols); the flags below override it")
+    ev.add_argument("--folds", type=int, default=None, help="outer folds (default: the protocol's; 10)")
+    ev.add_argument("--repeats", type=int, default=None, help="repetitions (default: the protocol's; 10)")
     ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--inner-folds", type=int, default=5)
-    ev.add_argument("--c-min", type=int, default=-3, help="smallest C exponent (C = 10^k)")
-    ev.add_argument("--c-max", type=int, default=3, help="largest C exponent, e.g. 7 as some papers")
+    ev.add_argument("--inner-folds", type=int, default=None, help="inner CV folds (default: the protocol's; 5)")
+    ev.add_argument("--c-min", type=int, default=None, help="smallest C exponent (C = 10^k; default -3)")
+    ev.add_argument("--c-max", type=int, default=None, help="largest C exponent, e.g. 7 as some papers (default 3)")
+    ev.add_argument("--test-size", type=float, default=None,
+                    help="one stratified random split per repeat testing this fraction, instead of k folds")
+    ev.add_argument("--refit", metavar="JOB",
+                    help="evaluate this job (each setting of its grid a candidate) with the kernel's state "
+                         "refitted on every outer training part, instead of stores")
+    add_set_argument(ev)
+    ev.add_argument("--out", help="with --refit: folder of the per-fold results (a rerun resumes from them)")
     ev.add_argument("--scheduler", help="address of an existing Dask scheduler")
     ev.add_argument("--workers", type=int, default=None, help="local worker processes (0: in-process)")
     ev.add_argument("--task", choices=("auto", "classification", "regression"), default="auto",
@@ -55,90 +70,152 @@ def register(sub: Any) -> None:
     ev.set_defaults(func=cmd_evaluate)
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    from gramdist.evaluation import evaluate
+def resolve_protocol(args: argparse.Namespace) -> Any:
+    """The ``--protocol`` preset with the explicitly given flags applied."""
+    from gramdist.evaluation.protocols import get_protocol
 
-    if args.c_min > args.c_max:
-        raise JobError("--c-min must not exceed --c-max")
-    c_grid = tuple(10.0**k for k in range(args.c_min, args.c_max + 1))
+    proto = get_protocol(args.protocol)
+    changes: dict[str, Any] = {}
+    for flag, field in (("folds", "folds"), ("repeats", "repeats"), ("inner_folds", "inner_folds"),
+                        ("test_size", "test_size")):
+        if getattr(args, flag) is not None:
+            changes[field] = getattr(args, flag)
+    if args.c_min is not None or args.c_max is not None:
+        lo = -3 if args.c_min is None else args.c_min
+        hi = 3 if args.c_max is None else args.c_max
+        if lo > hi:
+            raise JobError("--c-min must not exceed --c-max")
+        changes["c_grid"] = tuple(10.0**k for k in range(lo, hi + 1))
+    if args.folds is not None and args.test_size is None:
+        changes["test_size"] = None
+    return replace(proto, **changes) if changes else proto
+
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    proto = resolve_protocol(args)
+    if bool(args.stores) == bool(args.refit):
+        raise JobError("give either stores (or folders of stores) or --refit JOB")
+    if args.overrides and not args.refit:
+        raise JobError("--set applies to the job of --refit")
+    if args.out and not args.refit:
+        raise JobError("--out is the folder of --refit's per-fold results")
     if args.test:
-        return _holdout(args, c_grid)
+        return _holdout(args, proto)
     if args.plot:
         from gramdist.plotting import require_matplotlib
 
         require_matplotlib()  # before minutes of CV, not after
-    kwargs = dict(folds=args.folds, repeats=args.repeats, seed=args.seed, inner_folds=args.inner_folds,
-                  c_grid=c_grid)
-    if _feature_stores(args.stores):
+    kwargs = proto.evaluate_kwargs()
+    inputs: Any = args.stores
+    if args.refit:
+        from gramdist.evaluation.refit import evaluate_refit, refit_sources
+        from gramdist.jobs import load_job
+
+        if args.combine or args.plot or args.task == "regression" or args.learner != "auto":
+            raise JobError("--refit evaluates a classification job with an SVC; --combine, --plot, --learner "
+                           "and --task regression are for stores")
+        inputs = refit_sources(load_job(args.refit, args.overrides))
+        evaluate = partial(evaluate_refit, out=args.out)
+    elif _feature_stores(args.stores):
         from gramdist.evaluation.linear import evaluate_features
 
         if args.learner in ("krr", "svr") or args.task == "regression" or args.combine or args.plot:
             raise JobError("feature stores are evaluated by a linear classifier (--learner auto|svm|sgd); "
                            "--task regression, --learner krr|svr, --combine and --plot are for Gram stores")
-        evaluate = evaluate_features
+        kwargs.pop("task")  # the linear model is the task
         kwargs |= dict(learner=args.learner, epochs=args.epochs, hash_bits=args.hash_bits)
+        evaluate = evaluate_features
     else:
-        kwargs |= dict(task=args.task, learner=_gram_learner(args), per_store=bool(args.plot))
-    if args.combine:
-        from gramdist.evaluation.combine import evaluate_combined
+        from gramdist.evaluation import evaluate
 
-        evaluate = partial(evaluate_combined, steps=args.weight_steps)  # noqa: F811 - the combining protocol
+        if args.protocol == "default":
+            kwargs["task"] = args.task
+        elif args.task == "regression":
+            raise JobError(f"--protocol {args.protocol} is a paper's classification protocol; "
+                           "it does not apply to --task regression")
+        kwargs |= dict(learner=_gram_learner(args), per_store=bool(args.plot))
+        if args.combine:
+            from gramdist.evaluation.combine import evaluate_combined
+
+            evaluate = partial(evaluate_combined, steps=args.weight_steps)  # noqa: F811 - the combining protocol
     if args.workers == 0 and not args.scheduler:
-        result = evaluate(args.stores, **kwargs)
+        result = evaluate(inputs, seed=args.seed, **kwargs)
     else:
         from gramdist.engine.cluster import connect
 
         spec = {"n_workers": args.workers, "threads_per_worker": 1, "memory_limit": "auto"}
         apply_tls_arguments(spec, args)
         with connect(spec, args.scheduler) as client:
-            result = evaluate(args.stores, client=client, **kwargs)
+            result = evaluate(inputs, client=client, seed=args.seed, **kwargs)
     if args.plot:
         from gramdist.plotting import plot_evaluation
 
         plot_evaluation(result, args.plot)
-    regression = result["task"] == "regression"
-    if args.json:
-        head = ("rmse_mean", "rmse_std", "r2_mean", "r2_std") if regression else ("accuracy_mean", "accuracy_std")
-        task = {"task": result["task"], "task_reason": result["task_reason"]} if regression else {}
-        print(json.dumps(task | {k: result[k] for k in (*head, "folds", "repeats",
-                                                        "supervised_fit_graphs", "test_graphs")}
-                         | {"stores": result["stores"], "selections": result["selections"]}
-                         | {k: result[k] for k in ("weights_chosen", "weight_grid", "learner") if k in result}))
-    else:
-        learner = {"svm": ", LinearSVC", "sgd": ", SGD streamed"}.get(result.get("learner", ""), "")
-        setup = (f"({result['repeats']} x {result['folds']}-fold nested CV, "
-                 f"{len(result['stores'])} store(s), C in 10^{args.c_min}..10^{args.c_max}{learner})")
-        if regression:
-            print(f"task: regression ({result['task_reason']}); {result['task_learner']}")
-            print(f"RMSE: {result['rmse_mean']:.4g} ± {result['rmse_std']:.2g}, "
-                  f"R²: {result['r2_mean']:.3f} ± {result['r2_std']:.3f} {setup}")
-        else:
-            print(f"accuracy: {result['accuracy_mean']:.2f} ± {result['accuracy_std']:.2f} % {setup}")
-        if result["supervised_fit_graphs"]:
-            print(f"tested on {result['test_graphs']} graphs: the {result['supervised_fit_graphs']} graphs whose "
-                  "labels the kernel fit used stay in every training part and are never tested")
-        chosen: dict[str, int] = {}
-        for sel in result["selections"]:
-            chosen[Path(sel["store"]).name] = chosen.get(Path(sel["store"]).name, 0) + 1
-        if "weights_chosen" in result:
-            names = ", ".join(Path(s).name for s in result["stores"])
-            print(f"selected weights ({names}; {len(result['weight_grid'])} candidates): "
-                  + ", ".join(f"({', '.join(f'{x:.3g}' for x in c['weights'])}) x{c['folds']}"
-                              for c in result["weights_chosen"]))
-        elif len(result["stores"]) > 1:
-            print("selected stores: " + ", ".join(f"{k} x{v}" for k, v in sorted(chosen.items())))
-    if args.plot:
-        print(f"plot: {args.plot}")
+    _report(args, proto, result)
     return 0
 
 
-def _holdout(args: argparse.Namespace, c_grid: tuple[float, ...]) -> int:
-    from gramdist.evaluation import evaluate_holdout
+def _report(args: argparse.Namespace, proto: Any, result: dict[str, Any]) -> None:
+    """Print the result of a nested CV: one JSON line, or the figures and what was selected."""
+    from gramdist.evaluation.protocols import c_grid_text
 
+    regression = result.get("task") == "regression"
+    spread, spread_name = (float("nan"), "") if regression else proto.spread_of(result)
+    if args.json:
+        head = (("rmse_mean", "rmse_std", "r2_mean", "r2_std") if regression else
+                ("accuracy_mean", "accuracy_std", "accuracy_std_sample", "accuracy_se", "accuracy_fold_std"))
+        task = {"task": result["task"], "task_reason": result["task_reason"]} if regression else {}
+        keys = (*head, "folds", "repeats", "inner_folds", "test_size", "c_grid", "supervised_fit_graphs",
+                "test_graphs")
+        extra = {k: result[k] for k in ("refit", "resumed_folds", "fold_seconds", "weights_chosen", "weight_grid",
+                                        "learner") if k in result}
+        protocol = {} if regression else {"protocol": proto.name, "spread": spread, "spread_kind": spread_name}
+        print(json.dumps(_finite(task | {k: result[k] for k in keys} | extra | protocol
+                                 | {"stores": result["stores"], "selections": result["selections"]})))
+        return
+    outer = (f"{result['repeats']} x {result['folds']}-fold" if result["test_size"] is None
+             else f"{result['repeats']} x {result['test_size']:g} test split")
+    learner = {"svm": ", LinearSVC", "sgd": ", SGD streamed"}.get(result.get("learner", ""), "")
+    setup = (f"({outer} nested CV, {len(result['stores'])} {'setting' if args.refit else 'store'}(s), "
+             f"C in {c_grid_text(tuple(result['c_grid']))}{learner}"
+             f"{', state refitted per fold' if args.refit else ''})")
+    if regression:
+        print(f"task: regression ({result['task_reason']}); {result['task_learner']}")
+        print(f"RMSE: {result['rmse_mean']:.4g} ± {result['rmse_std']:.2g}, "
+              f"R²: {result['r2_mean']:.3f} ± {result['r2_std']:.3f} {setup}")
+    else:
+        print(f"accuracy: {result['accuracy_mean']:.2f} ± {result['accuracy_std']:.2f} % {setup}")
+        if args.protocol != "default":
+            print(f"{proto.describe()}: {result['accuracy_mean']:.2f} ± {spread:.2f} % ({spread_name})")
+    if result.get("resumed_folds"):
+        print(f"{result['resumed_folds']} of {len(result['selections'])} folds read from {args.out}")
+    if result["supervised_fit_graphs"]:
+        print(f"tested on {result['test_graphs']} graphs: the {result['supervised_fit_graphs']} graphs whose "
+              "labels the kernel fit used stay in every training part and are never tested")
+    chosen: dict[str, int] = {}
+    for sel in result["selections"]:
+        chosen[Path(sel["store"]).name] = chosen.get(Path(sel["store"]).name, 0) + 1
+    if "weights_chosen" in result:
+        names = ", ".join(Path(s).name for s in result["stores"])
+        print(f"selected weights ({names}; {len(result['weight_grid'])} candidates): "
+              + ", ".join(f"({', '.join(f'{x:.3g}' for x in c['weights'])}) x{c['folds']}"
+                          for c in result["weights_chosen"]))
+    elif len(result["stores"]) > 1:
+        print(f"selected {'settings' if args.refit else 'stores'}: "
+              + ", ".join(f"{k} x{v}" for k, v in sorted(chosen.items())))
     if args.plot:
-        raise JobError("--plot is for the nested CV, not with --test")
-    result = evaluate_holdout(args.stores, args.test, inner_folds=args.inner_folds, seed=args.seed, c_grid=c_grid,
-                              task=args.task, learner=_gram_learner(args))
+        print(f"plot: {args.plot}")
+
+
+def _holdout(args: argparse.Namespace, proto: Any) -> int:
+    from gramdist.evaluation import evaluate_holdout
+    from gramdist.evaluation.protocols import c_grid_text
+
+    if args.plot or args.refit or args.combine:
+        raise JobError("--test scores a fixed test set; --plot, --refit and --combine are for the nested CV")
+    result = evaluate_holdout(args.stores, args.test, inner_folds=proto.inner_folds, seed=args.seed,
+                              c_grid=proto.c_grid, task=args.task, learner=_gram_learner(args))
     if args.json:
         print(json.dumps(result))
         return 0
@@ -149,7 +226,7 @@ def _holdout(args: argparse.Namespace, c_grid: tuple[float, ...]) -> int:
         score = f"accuracy {result['accuracy']:.2f} %"
     print(f"test: {score} on {result['test_graphs']} graphs (fitted on {result['train_graphs']}; "
           f"{Path(result['store']).name} and C = {result['C']:g} chosen by {result['inner_folds']}-fold CV "
-          f"on the training graphs among {len(result['stores'])} store(s), C in 10^{args.c_min}..10^{args.c_max})")
+          f"on the training graphs among {len(result['stores'])} store(s), C in {c_grid_text(proto.c_grid)})")
     return 0
 
 
@@ -175,3 +252,14 @@ def _feature_stores(paths: list[str]) -> bool:
     if len(kinds) > 1:
         raise JobError("evaluate takes Gram stores or feature stores, not both at once")
     return kinds == {True}
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN floats as None, so that the printed line is strict JSON."""
+    if isinstance(value, float):
+        return None if value != value else value
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

@@ -13,7 +13,11 @@
   training store, one score on a K(test, train) store.
 
 Each protocol variant (another learner, a combination of stores, per-fold refits) is a module
-of its own here that reuses the fold machinery of ``nested_cv``.
+of its own here that reuses the fold machinery of ``nested_cv``:
+
+* ``protocols.py`` — the papers' evaluation protocols as presets (``--protocol``);
+* ``refit.py`` — :class:`~gramdist.evaluation.refit.RefitSource`, a kernel refitted on each
+  outer training part, and :func:`~gramdist.evaluation.refit.evaluate_refit` (``--refit``).
 """
 
 from gramdist.evaluation.holdout import evaluate_holdout

@@ -187,6 +187,10 @@ class Task:
 
         return StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
 
+    def inner_splitter(self, n_splits: int, seed: int) -> Any:
+        """The splits of the inner selection (by default the same kind as the outer ones)."""
+        return self.splitter(n_splits, seed)
+
     def max_splits(self, y: np.ndarray) -> int:
         """The most folds ``y`` allows (each class in every fold)."""
         return int(np.bincount(_codes(y)).min())
@@ -209,11 +213,32 @@ class Task:
                   ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The headline figures and the per-fold tables of :func:`evaluate`'s result."""
         acc = np.array([s["accuracy"] for s in fold_scores]).reshape(repeats, folds)
-        head = {"accuracy_mean": float(acc.mean() * 100), "accuracy_std": float(acc.mean(axis=1).std() * 100)}
-        return head, {"fold_accuracies": (acc * 100).round(4).tolist()}
+        return accuracy_spreads(acc), {"fold_accuracies": (acc * 100).round(4).tolist()}
 
     def describe(self) -> str:
         return "SVC"
+
+
+def accuracy_spreads(acc: np.ndarray) -> dict[str, float]:
+    """The mean accuracy and its spreads, in percent, from the (repeats, folds) accuracies.
+
+    ``accuracy_std``: population standard deviation (ddof 0) of the per-repeat mean accuracies
+    (the figure earlier REPRODUCTION rows quote); ``accuracy_std_sample``: the same with ddof 1
+    (the "standard deviation over the runs" of the papers); ``accuracy_se``: its standard
+    error over the repeats, ``accuracy_std_sample / sqrt(repeats)`` (what "standard errors"
+    over repeated CV quote); ``accuracy_fold_std``: sample standard deviation over all outer
+    folds (the only spread of a single repeat). NaN where undefined.
+    """
+    repeats = acc.shape[0]
+    per_repeat = acc.mean(axis=1)
+    sample = float(per_repeat.std(ddof=1) * 100) if repeats > 1 else float("nan")
+    return {
+        "accuracy_mean": float(acc.mean() * 100),
+        "accuracy_std": float(per_repeat.std() * 100),
+        "accuracy_std_sample": sample,
+        "accuracy_se": sample / float(np.sqrt(repeats)) if repeats > 1 else float("nan"),
+        "accuracy_fold_std": float(acc.std(ddof=1) * 100) if acc.size > 1 else float("nan"),
+    }
 
 
 def outer_fold(
@@ -244,7 +269,7 @@ def outer_fold(
     free = np.setdiff1d(np.arange(len(train)), fixed)
     n_splits = max(2, min(inner_folds, task.max_splits(y_tr[free])))
     inner = [(np.sort(np.concatenate([fixed, free[a]])), free[b]) for a, b in
-             task.splitter(n_splits, inner_seed).split(free, y_tr[free])]
+             task.inner_splitter(n_splits, inner_seed).split(free, y_tr[free])]
     best = (-np.inf, 0, c_grid[0])
     store_best = []
     for s, source in enumerate(sources):
@@ -286,6 +311,82 @@ def _codes(y: np.ndarray) -> np.ndarray:
     return np.unique(y, return_inverse=True)[1]
 
 
+def outer_splits(y: np.ndarray, held: np.ndarray, folds: int, repeats: int, seed: int,
+                 test_size: float | None = None, task: Task | None = None
+                 ) -> list[tuple[int, int, np.ndarray, np.ndarray, int]]:
+    """The outer splits of a nested CV: ``(repeat, fold, train, test, inner_seed)`` tuples.
+
+    Each repeat ``r`` is the task's ``folds``-fold split (stratified for classification)
+    shuffled with seed ``seed + r``, or, with ``test_size`` (a fraction), one random split
+    holding out that fraction (stratified for classification; ``folds`` is then 1 per repeat).
+    The splits are drawn over the graphs not ``held``; the held graphs join every training
+    part (see the module docstring).
+    """
+    from sklearn.model_selection import ShuffleSplit, StratifiedShuffleSplit
+
+    task = task or Task()
+    free = np.flatnonzero(~held)
+    fixed = np.flatnonzero(held)
+    jobs = []
+    for r in range(repeats):
+        if test_size is None:
+            splitter = task.splitter(folds, seed + r)
+        elif task.name == "regression":
+            splitter = ShuffleSplit(n_splits=1, test_size=test_size, random_state=seed + r)
+        else:
+            splitter = StratifiedShuffleSplit(n_splits=1, test_size=test_size, random_state=seed + r)
+        for f, (train, test) in enumerate(splitter.split(np.zeros(len(free)), y[free])):
+            jobs.append((r, f, np.sort(np.concatenate([fixed, free[train]])), np.sort(free[test]),
+                         seed + 1000 * (r + 1) + f))
+    return jobs
+
+
+def check_folds(y: np.ndarray, held: np.ndarray, folds: int, test_size: float | None = None,
+                task: Task | None = None) -> None:
+    """:class:`StoreError` if the testable graphs cannot fill the outer folds (for
+    classification: every class in every fold)."""
+    task = task or Task()
+    if test_size is not None:
+        if not 0 < test_size < 1:
+            raise StoreError(f"the test fraction must lie in (0, 1), got {test_size}")
+        folds = 2  # every class needs a graph on both sides
+    elif folds < 2:
+        raise StoreError("--folds must be at least 2")
+    limit = task.outer_limit(y, np.flatnonzero(~held))
+    if limit < folds:
+        n_held = int(held.sum())
+        why = (f" after keeping the {n_held} graphs whose labels the kernel fit used out of the test folds; "
+               "fit on a smaller sample (fit.sample_size)" if n_held else "")
+        raise StoreError(task.too_few(limit, why, folds))
+
+
+def run_folds(fn: Any, args: list[tuple[Any, ...]], client: Any = None) -> list[dict[str, Any]]:
+    """``fn(*a)`` for every outer fold's arguments ``a``: tasks on ``client``'s cluster, or here."""
+    if client is None:
+        return [fn(*a) for a in args]
+    return client.gather([client.submit(fn, *a, pure=False) for a in args])
+
+
+def summarise(results: list[dict[str, Any]], jobs: list[tuple[int, int, np.ndarray, np.ndarray, int]],
+              repeats: int, task: Task | None = None, **protocol: Any) -> dict[str, Any]:
+    """The task's scores and their spreads over the outer folds of ``jobs`` (their
+    ``results``; see :meth:`Task.summarise`), the ``protocol`` keywords (``folds``,
+    ``inner_folds``, ``test_size``, ``c_grid``) recorded, and each fold's selection."""
+    task = task or Task()
+    folds, test_size = protocol.pop("folds", len(results) // max(repeats, 1)), protocol.get("test_size")
+    per_repeat = len(results) // repeats
+    head, per_fold = task.summarise(results, repeats, per_repeat)
+    return {
+        **{k: (list(v) if k == "c_grid" else v) for k, v in protocol.items()},
+        "folds": folds if test_size is None else 1,
+        "repeats": repeats,
+        **head,
+        **per_fold,
+        "selections": [{"repeat": r, "fold": f, "store": res["store"], "C": res["C"]}
+                       for (r, f, *_), res in zip(jobs, results)],
+    }
+
+
 def evaluate(stores: list[str], **protocol: Any) -> dict[str, Any]:
     """Nested CV accuracy of an SVC (or RMSE and R² of a regression) on the given stores; see
     the module docstring.
@@ -293,7 +394,7 @@ def evaluate(stores: list[str], **protocol: Any) -> dict[str, Any]:
     ``stores``: paths of complete, square stores over the same graphs (grid outputs may be
     given as their folder; see :func:`find_stores`); ``protocol``: the keyword arguments of
     :func:`cross_validate` (``folds``, ``repeats``, ``seed``, ``inner_folds``, ``c_grid``,
-    ``client``, ``task``, ``learner``, ``per_store``, ``candidates``). Returns
+    ``test_size``, ``client``, ``task``, ``learner``, ``per_store``, ``candidates``). Returns
     :func:`cross_validate`'s dict.
     """
     stores = find_stores(stores)
@@ -312,6 +413,7 @@ def cross_validate(
     seed: int = 0,
     inner_folds: int = 5,
     c_grid: tuple[float, ...] = DEFAULT_C_GRID,
+    test_size: float | None = None,
     client: Any = None,
     task: str | Task = "auto",
     learner: str = "krr",
@@ -324,17 +426,20 @@ def cross_validate(
     Parameters
     ----------
     sources : store paths or :class:`GramSource` objects, selected between in the inner CV.
-    y : (N,) class labels.
+    y : (N,) class labels (or targets).
     held : (N,) bool, graphs kept in every training part and out of every test fold (the
         supervised-fit graphs).
-    folds, repeats, seed : outer stratified k-fold, repeated with seeds ``seed + r``.
+    folds, repeats, seed : outer k-fold (stratified for classification), repeated with seeds
+        ``seed + r``.
     inner_folds : folds of the inner CV that selects (source, C).
     c_grid : candidate values of C.
+    test_size : instead of k folds, one random split per repeat testing this fraction of the
+        graphs (e.g. 0.2: the MLG paper's protocol); see :func:`outer_splits`.
     client : a ``distributed.Client`` to run the outer folds on; ``None`` runs them in this
         process (serially).
     task : ``"auto"`` (regression when a target is not a whole number), ``"classification"``,
-        ``"regression"`` or a :class:`Task` (e.g. a linear model on feature stores); see
-        :mod:`gramdist.evaluation.regression`.
+        ``"regression"`` or a :class:`Task` (e.g. a paper's protocol, a linear model on feature
+        stores); see :mod:`gramdist.evaluation.regression`.
     learner : the regression learner, ``"krr"`` or ``"svr"``.
     per_store : also score each source alone in every outer fold (result key ``per_store``).
     candidates : the :class:`GramSource` objects the inner CV selects among (with C), e.g.
@@ -342,52 +447,30 @@ def cross_validate(
 
     Returns
     -------
-    dict with ``accuracy_mean``, ``accuracy_std`` (regression: ``rmse_mean``, ``rmse_std``,
-    ``r2_mean``, ``r2_std``), ``folds``, ``repeats``, ``fold_accuracies`` ((repeats, folds)
-    nested list; regression: ``fold_rmse``, ``fold_r2``), ``selections``, ``stores``,
-    ``supervised_fit_graphs`` (graphs kept out of the test folds because a kernel fit used
-    their labels), ``test_graphs``, ``task`` and ``task_reason`` (why that task).
+    dict with ``accuracy_mean``, ``accuracy_std`` and the other spreads of
+    :meth:`Task.summarise` (regression: ``rmse_mean``, ``rmse_std``, ``r2_mean``, ``r2_std``),
+    ``folds``, ``repeats``, ``fold_accuracies`` ((repeats, folds) nested list; regression:
+    ``fold_rmse``, ``fold_r2``), ``selections``, ``stores``, ``supervised_fit_graphs`` (graphs
+    kept out of the test folds because a kernel fit used their labels), ``test_graphs``,
+    ``task`` and ``task_reason`` (why that task).
     """
     from gramdist.evaluation.regression import resolve_task
 
-    if folds < 2:
-        raise StoreError("--folds must be at least 2")
     task, reason = resolve_task(task, y, tuple(c_grid), learner)
     stores = list(sources)
-    free = np.flatnonzero(~held)
-    fixed = np.flatnonzero(held)
-    limit = task.outer_limit(y, free)
-    if limit < folds:
-        why = (f" after keeping the {len(fixed)} graphs whose labels the kernel fit used out of the test folds; "
-               "fit on a smaller sample (fit.sample_size)" if len(fixed) else "")
-        raise StoreError(task.too_few(limit, why, folds))
-    jobs = []
-    for r in range(repeats):
-        outer = task.splitter(folds, seed + r)
-        for f, (train, test) in enumerate(outer.split(np.zeros(len(free)), y[free])):
-            jobs.append((r, f, np.sort(np.concatenate([fixed, free[train]])), free[test], seed + 1000 * (r + 1) + f))
+    check_folds(y, held, folds, test_size, task)
+    jobs = outer_splits(y, held, folds, repeats, seed, test_size, task)
     chosen_from = tuple(candidates) if candidates is not None else tuple(stores)
-    args = [(chosen_from, y, tr, te, tuple(c_grid), inner_folds, s, held if len(fixed) else None, task, per_store)
+    args = [(chosen_from, y, tr, te, tuple(c_grid), inner_folds, s, held if held.any() else None, task, per_store)
             for _, _, tr, te, s in jobs]
-    if client is None:
-        results = [outer_fold(*a) for a in args]
-    else:
-        futs = [client.submit(outer_fold, *a, pure=False) for a in args]
-        results = client.gather(futs)
-    head, per_fold = task.summarise(results, repeats, folds)
+    results = run_folds(outer_fold, args, client)
     extra = {"per_store": [res["per_store"] for res in results]} if per_store else {}
     return {
-        **head,
-        "folds": folds,
-        "repeats": repeats,
-        "inner_folds": inner_folds,
-        "c_grid": list(c_grid),
-        "supervised_fit_graphs": int(len(fixed)),
-        "test_graphs": int(len(free)),
+        **summarise(results, jobs, repeats, task, folds=folds, inner_folds=inner_folds, test_size=test_size,
+                    c_grid=c_grid),
+        "supervised_fit_graphs": int(held.sum()),
+        "test_graphs": int((~held).sum()),
         "stores": [as_source(s).name for s in stores],
-        **per_fold,
-        "selections": [{"repeat": r, "fold": f, "store": res["store"], "C": res["C"]}
-                       for (r, f, *_), res in zip(jobs, results)],
         "task": task.name,
         "task_reason": reason,
         "task_learner": task.describe(),

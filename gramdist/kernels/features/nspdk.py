@@ -15,10 +15,30 @@ and ``delta = 0`` gives each neighbourhood once). The kernel is
 where ``k_hat`` is ``k`` normalised to unit self-similarity (``k / sqrt(k(G,G) k(G',G'))``,
 the paper's per-(r, d) normalisation; ``normalize_blocks=False`` gives the raw counts). The
 explicit features are ``(rho, delta, code(A), code(B))`` with their counts, each (rho, delta)
-block of a graph's vector scaled to unit norm, so the kernel is a plain dot product. (The
-reference implementation keys a pair at ``delta > 0`` by the *sorted* pair of codes, counted
-from both roots; the ordered pairs here follow the relation of the paper's definition. The
-two differ only in the weight of pairs of different neighbourhoods, by a factor 2.)
+block of a graph's vector scaled to unit norm, so the kernel is a plain dot product.
+
+Ordered pairs, and how they weight pairs against the reference implementation
+-----------------------------------------------------------------------------
+The paper's ``R^-1_{rho,delta}(G)`` is a set of *ordered* pairs ``(A, B)`` and its kernel
+matches ``A`` with ``A'`` and ``B`` with ``B'``; the features above count exactly these
+(``phi(a, b) = N(a, b)``, the number of ordered root pairs at distance ``delta`` whose
+neighbourhoods have codes ``a`` then ``b``; ``N(a, b) = N(b, a)``). Costa's reference
+implementations (the C++ ``NSPDK_FeatureGenerator`` of KLog/EDeN, and scikit-learn-graph's
+``NSPDKVectorizer``, which the stream paper used) visit every ordered root pair too but key it
+by the *sorted* pair of codes, so that a pair of different neighbourhoods ``{a, b}`` has
+count ``N(a, b) + N(b, a)`` in one feature. Per (radius, distance) block, with
+``K_same = sum_a N(a, a) N'(a, a)`` the part of pairs of two identical neighbourhoods::
+
+    K_ordered = (K_reference + K_same) / 2
+
+(tested against both brute-force definitions). Counted per *unordered* pair of roots, the
+reference weighs every pair alike, while the ordered relation gives a pair of two identical
+neighbourhoods (e.g. two carbons of the same environment) twice the weight of a pair of two
+different ones; at ``delta = 0`` (a root with itself) both are the same. With the per-block
+normalisation only this relative weight matters. **Choice:** gramdist keeps the paper's
+ordered definition, which every gramdist NSPDK Gram and figure was computed with (a change
+of weighting would change every NSPDK store and its fingerprint); a reader comparing with
+numbers from the reference implementations should expect this difference in weighting.
 
 Neighbourhood code (the "~" above)
 ----------------------------------
