@@ -127,9 +127,18 @@ class GraphTransformerBase(TransformerMixin, BaseEstimator):
         stem = base.name[:-5] if base.name.endswith(".zarr") else base.name
         return str(base.with_name(f"{stem}.transform-{rows.checksum()[:12]}.zarr"))
 
-    def _input_job(self) -> dict[str, Any]:
-        return {"node_label": self.node_label, "node_attr": self.node_attr, "edge_label": self.edge_label,
-                "edge_attr": self.edge_attr, "input_options": dict(self.input_options or {})}
+    def _job(self) -> dict[str, Any]:
+        """The estimator's settings, recorded in a store's ``job`` attribute (not its fingerprint)."""
+        return {"estimator": type(self).__name__,
+                "kernel": {"name": self.kernel_.name, **self.kernel_.get_params()},
+                "fit": {"sample_size": self.sample_size, "seed": int(self.seed)},
+                **self._job_settings(),
+                "input": {"node_label": self.node_label, "node_attr": self.node_attr, "edge_label": self.edge_label,
+                          "edge_attr": self.edge_attr, "input_options": dict(self.input_options or {})}}
+
+    def _job_settings(self) -> dict[str, Any]:
+        """The subclass's own sections of :meth:`_job`."""
+        return {}
 
     def _log(self) -> Any:
         from gramdist.engine.steps import stderr_log
@@ -392,13 +401,8 @@ class GramTransformer(GraphTransformerBase):
 
         return open_gram(path, as_dask=True)[0]
 
-    def _job(self) -> dict[str, Any]:
-        """The estimator's settings, recorded in a store's ``job`` attribute (not its fingerprint)."""
-        return {"estimator": type(self).__name__,
-                "kernel": {"name": self.kernel_.name, **self.kernel_.get_params()},
-                "fit": {"sample_size": self.sample_size, "seed": int(self.seed)},
-                "gram": {"tile_size": self.tile_size_, "normalize": bool(self.normalize)},
-                "input": self._input_job()}
+    def _job_settings(self) -> dict[str, Any]:
+        return {"gram": {"tile_size": self.tile_size_, "normalize": bool(self.normalize)}}
 
 
 def _silent(message: str) -> None:

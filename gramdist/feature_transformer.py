@@ -101,8 +101,8 @@ class FeatureTransformer(GraphTransformerBase):
     store : str, os.PathLike or None
         A feature store path: ``fit`` (and ``fit_transform``) write the training graphs'
         features there exactly as ``gramdist features`` does (state, Nyström basis, rows;
-        resumable, checksummed, locked); ``transform`` maps other graphs with that store's
-        state and basis into a sibling store ``<store stem>.transform-<first 12 hex of X's
+        resumable, checksummed, locked); ``transform`` maps graphs (any, the training ones
+        included: same rows) with that store's state and basis into a sibling store ``<store stem>.transform-<first 12 hex of X's
         checksum>.zarr`` (``gramdist features --from``). The features returned are read
         back from the store (:func:`gramdist.open_features`). None: all in memory.
     overwrite : bool, default False
@@ -416,12 +416,7 @@ class FeatureTransformer(GraphTransformerBase):
 
         return ex.put(state, key=f"state-{steps.new_token()}")
 
-    def _job(self) -> dict[str, Any]:
-        """The estimator's settings, recorded in a store's ``job`` attribute (not its fingerprint)."""
-        return {"estimator": type(self).__name__,
-                "kernel": {"name": self.kernel_.name, **self.kernel_.get_params()},
-                "fit": {"sample_size": self.sample_size, "seed": int(self.seed)},
-                "gram": {"normalize": bool(self.normalize)},
+    def _job_settings(self) -> dict[str, Any]:
+        return {"gram": {"normalize": bool(self.normalize)},
                 "features": {"nystroem": self.nystroem, "landmarks": self.landmarks,
-                             "eig_cutoff": float(self.eig_cutoff), "chunk_size": self.chunk_size},
-                "input": self._input_job()}
+                             "eig_cutoff": float(self.eig_cutoff), "chunk_size": self.chunk_size}}
