@@ -35,6 +35,10 @@ def __getattr__(name: str):
         from gramdist import estimator
 
         return getattr(estimator, name)
+    if name == "FeatureTransformer":
+        from gramdist.feature_transformer import FeatureTransformer
+
+        return FeatureTransformer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -66,6 +70,6 @@ def open_features(store: str, *, normalize: bool | None = None, columns=None, as
 
 
 __all__ = [
-    "DatasetError", "GramTransformer", "GramdistError", "Graph", "GraphBatch", "InputError", "JobError",
+    "DatasetError", "FeatureTransformer", "GramTransformer", "GramdistError", "Graph", "GraphBatch", "InputError", "JobError",
     "StoreError", "TileError", "__version__", "append", "compute_gram", "open_features", "open_gram", "submit",
 ]

@@ -35,7 +35,118 @@ _IN_PROCESS_TILE = 5000
 _CLUSTER_TILE = 1024
 
 
-class GramTransformer(TransformerMixin, BaseEstimator):
+class GraphTransformerBase(TransformerMixin, BaseEstimator):
+    """What the graph transformers share (:class:`GramTransformer`, and
+    :class:`gramdist.FeatureTransformer`): reading graphs, the kernel, where to run, cloning.
+
+    Subclasses have the parameters ``kernel``, ``kernel_params``, ``sample_size``, ``seed``,
+    ``client``, ``in_process``, ``node_label``, ``node_attr``, ``edge_label``, ``edge_attr``,
+    ``input_options`` and ``verbose``, with the meanings :class:`GramTransformer` documents.
+    """
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False  # graphs, not a numeric matrix
+        tags.transformer_tags.preserves_dtype = []  # float64 out whatever comes in
+        return tags
+
+    def __sklearn_clone__(self) -> GraphTransformerBase:
+        """An unfitted copy; a ``distributed.Client`` given as ``client`` is shared, not copied."""
+        params = self.get_params(deep=False)
+        params = {k: v if k == "client" else clone(v, safe=False) for k, v in params.items()}
+        return type(self)(**params)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        if not isinstance(state.get("client"), (str, type(None))):
+            state["client"] = None  # a live client does not travel; the copy uses the active one
+        return state
+
+    def _read_training(self, X: Any, y: Any) -> GraphBatch:
+        """Read ``X`` (learning label codes), attach ``y``, make the kernel: sets ``kernel_``,
+        ``n_train_``, ``label_codes_`` and ``notes_``; returns the graphs."""
+        codes: dict[str, dict] = {}
+        batch = self._graphs(X, codes=codes)
+        if y is not None:
+            y = np.asarray(y)
+            if y.ndim != 1 or len(y) != len(batch):
+                raise ValueError(f"y has shape {y.shape}; expected ({len(batch)},), one value per graph")
+            batch = _with_y(batch, y)
+        self.kernel_ = self._make_kernel()
+        self.n_train_ = len(batch)
+        self.label_codes_ = codes
+        self.notes_ = []
+        return batch
+
+    def _check_common_params(self) -> None:
+        if self.sample_size is not None and not _positive_int(self.sample_size):
+            raise ValueError(f"sample_size must be a positive integer or None, got {self.sample_size!r}")
+        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+        if self.in_process not in (True, False, "auto"):
+            raise ValueError(f"in_process must be True, False or 'auto', got {self.in_process!r}")
+        if self.input_options is not None and not isinstance(self.input_options, Mapping):
+            raise ValueError(f"input_options must be a dict or None, got {type(self.input_options).__name__}")
+
+    def _make_kernel(self) -> GraphKernel:
+        from gramdist.kernels import make_kernel
+
+        if isinstance(self.kernel, GraphKernel):
+            if self.kernel_params:
+                raise ValueError("kernel_params apply to a kernel given by name; set the parameters "
+                                 f"on the instance instead ({self.kernel!r})")
+            kernel = type(self.kernel)(**self.kernel.get_params())
+            kernel.validate()
+            return kernel
+        if not isinstance(self.kernel, str):
+            raise ValueError(f"kernel must be a kernel name or a GraphKernel, got {type(self.kernel).__name__}")
+        return make_kernel(self.kernel, **(self.kernel_params or {}))
+
+    def _graphs(self, X: Any, codes: dict[str, dict]) -> GraphBatch:
+        from gramdist.datasets.inputs import as_graph_batch
+
+        return as_graph_batch(X, node_label=self.node_label, node_attr=self.node_attr, edge_label=self.edge_label,
+                              edge_attr=self.edge_attr, input_options=self.input_options, codes=codes)
+
+    def _new_graphs(self, X: Any) -> GraphBatch:
+        """Graphs given to ``transform``: read with the label codes learned at ``fit``."""
+        return self._graphs(X, codes={k: dict(v) for k, v in self.label_codes_.items()})
+
+    def _executor(self, n_entries: int) -> Any:
+        """Where a Gram of ``n_entries`` entries runs (:func:`gramdist.engine.cluster.executor_for`)."""
+        from gramdist.engine.cluster import executor_for
+
+        return executor_for(n_entries, client=self.client, in_process=self.in_process)
+
+    def _spec(self, batch: GraphBatch) -> dict[str, Any]:
+        return {"python": batch.name or "graphs"}
+
+    def _transform_store(self, rows: GraphBatch) -> str:
+        """Where ``transform`` writes with ``store``: ``<store stem>.transform-<12 hex of rows' checksum>.zarr``."""
+        base = Path(self.store)
+        stem = base.name[:-5] if base.name.endswith(".zarr") else base.name
+        return str(base.with_name(f"{stem}.transform-{rows.checksum()[:12]}.zarr"))
+
+    def _job(self) -> dict[str, Any]:
+        """The estimator's settings, recorded in a store's ``job`` attribute (not its fingerprint)."""
+        return {"estimator": type(self).__name__,
+                "kernel": {"name": self.kernel_.name, **self.kernel_.get_params()},
+                "fit": {"sample_size": self.sample_size, "seed": int(self.seed)},
+                **self._job_settings(),
+                "input": {"node_label": self.node_label, "node_attr": self.node_attr, "edge_label": self.edge_label,
+                          "edge_attr": self.edge_attr, "input_options": dict(self.input_options or {})}}
+
+    def _job_settings(self) -> dict[str, Any]:
+        """The subclass's own sections of :meth:`_job`."""
+        return {}
+
+    def _log(self) -> Any:
+        from gramdist.engine.steps import stderr_log
+
+        return stderr_log if self.verbose else _silent
+
+
+class GramTransformer(GraphTransformerBase):
     """Graph kernel as a scikit-learn transformer: graphs in, Gram matrix out.
 
     ``fit(X)`` fits the kernel's shared state on a sample of the graphs ``X`` and embeds them as
@@ -202,7 +313,7 @@ class GramTransformer(TransformerMixin, BaseEstimator):
             what ``fit_transform`` returned.
         """
         check_is_fitted(self, "state_")
-        batch = self._graphs(X, codes={k: dict(v) for k, v in self.label_codes_.items()})
+        batch = self._new_graphs(X)
         symmetric = _same_graphs(batch, self.train_)
         if self.store is None:
             return self._gram_in_memory(batch, symmetric)[0]
@@ -214,23 +325,9 @@ class GramTransformer(TransformerMixin, BaseEstimator):
             self._run_into_store(self._plan(self.train_, batch), path, len(batch) * self.n_train_)
         return self._open(path)
 
-    def __sklearn_tags__(self) -> Any:
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False  # graphs, not a numeric matrix
-        tags.transformer_tags.preserves_dtype = []  # float64 out whatever comes in
-        return tags
-
-    def __sklearn_clone__(self) -> GramTransformer:
-        """An unfitted copy; a ``distributed.Client`` given as ``client`` is shared, not copied."""
-        params = self.get_params(deep=False)
-        params = {k: v if k == "client" else clone(v, safe=False) for k, v in params.items()}
-        return type(self)(**params)
-
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
         state.pop("_cache", None)  # derived (the training embeddings); rebuilt by the next transform
-        if not isinstance(state.get("client"), (str, type(None))):
-            state["client"] = None  # a live client does not travel; the copy uses the active one
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -245,54 +342,14 @@ class GramTransformer(TransformerMixin, BaseEstimator):
         """Check the parameters, read ``X`` (learning label codes), attach ``y``: the fitted
         attributes every path sets before computing."""
         self._check_params()
-        codes: dict[str, dict] = {}
-        batch = self._graphs(X, codes=codes)
-        if y is not None:
-            y = np.asarray(y)
-            if y.ndim != 1 or len(y) != len(batch):
-                raise ValueError(f"y has shape {y.shape}; expected ({len(batch)},), one value per graph")
-            batch = _with_y(batch, y)
-        self.kernel_ = self._make_kernel()
+        batch = self._read_training(X, y)
         self.train_ = batch
-        self.n_train_ = len(batch)
-        self.label_codes_ = codes
         self.tile_size_ = self._tile(len(batch))
-        self.notes_ = []
 
     def _check_params(self) -> None:
-        def positive_int(value: Any) -> bool:
-            return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
-
-        if self.tile_size is not None and not positive_int(self.tile_size):
+        if self.tile_size is not None and not _positive_int(self.tile_size):
             raise ValueError(f"tile_size must be a positive integer or None, got {self.tile_size!r}")
-        if self.sample_size is not None and not positive_int(self.sample_size):
-            raise ValueError(f"sample_size must be a positive integer or None, got {self.sample_size!r}")
-        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool):
-            raise ValueError(f"seed must be an integer, got {self.seed!r}")
-        if self.in_process not in (True, False, "auto"):
-            raise ValueError(f"in_process must be True, False or 'auto', got {self.in_process!r}")
-        if self.input_options is not None and not isinstance(self.input_options, Mapping):
-            raise ValueError(f"input_options must be a dict or None, got {type(self.input_options).__name__}")
-
-    def _make_kernel(self) -> GraphKernel:
-        from gramdist.kernels import make_kernel
-
-        if isinstance(self.kernel, GraphKernel):
-            if self.kernel_params:
-                raise ValueError("kernel_params apply to a kernel given by name; set the parameters "
-                                 f"on the instance instead ({self.kernel!r})")
-            kernel = type(self.kernel)(**self.kernel.get_params())
-            kernel.validate()
-            return kernel
-        if not isinstance(self.kernel, str):
-            raise ValueError(f"kernel must be a kernel name or a GraphKernel, got {type(self.kernel).__name__}")
-        return make_kernel(self.kernel, **(self.kernel_params or {}))
-
-    def _graphs(self, X: Any, codes: dict[str, dict]) -> GraphBatch:
-        from gramdist.datasets.inputs import as_graph_batch
-
-        return as_graph_batch(X, node_label=self.node_label, node_attr=self.node_attr, edge_label=self.edge_label,
-                              edge_attr=self.edge_attr, input_options=self.input_options, codes=codes)
+        self._check_common_params()
 
     def _tile(self, n_train: int) -> int:
         if self.tile_size is not None:
@@ -304,12 +361,6 @@ class GramTransformer(TransformerMixin, BaseEstimator):
                                                             in_process=self.in_process)
         cap = _IN_PROCESS_TILE if in_process else _CLUSTER_TILE
         return -(-n_train // -(-n_train // cap))  # ceil(n / ceil(n / cap)): equal tiles, none tiny
-
-    def _executor(self, n_entries: int) -> Any:
-        """Where a Gram of ``n_entries`` entries runs (:func:`gramdist.engine.cluster.executor_for`)."""
-        from gramdist.engine.cluster import executor_for
-
-        return executor_for(n_entries, client=self.client, in_process=self.in_process)
 
     def _plan(self, cols: GraphBatch, rows: GraphBatch | None = None) -> Any:
         from gramdist.engine.steps import plan_gram
@@ -344,37 +395,22 @@ class GramTransformer(TransformerMixin, BaseEstimator):
             raise StoreError(f"{path}: incomplete; call again to resume")
         return result.notes
 
-    def _transform_store(self, rows: GraphBatch) -> str:
-        base = Path(self.store)
-        stem = base.name[:-5] if base.name.endswith(".zarr") else base.name
-        return str(base.with_name(f"{stem}.transform-{rows.checksum()[:12]}.zarr"))
-
     @staticmethod
     def _open(path: str) -> Any:
         from gramdist.engine.store import open_gram
 
         return open_gram(path, as_dask=True)[0]
 
-    def _spec(self, batch: GraphBatch) -> dict[str, Any]:
-        return {"python": batch.name or "graphs"}
-
-    def _job(self) -> dict[str, Any]:
-        """The estimator's settings, recorded in a store's ``job`` attribute (not its fingerprint)."""
-        return {"estimator": type(self).__name__,
-                "kernel": {"name": self.kernel_.name, **self.kernel_.get_params()},
-                "fit": {"sample_size": self.sample_size, "seed": int(self.seed)},
-                "gram": {"tile_size": self.tile_size_, "normalize": bool(self.normalize)},
-                "input": {"node_label": self.node_label, "node_attr": self.node_attr, "edge_label": self.edge_label,
-                          "edge_attr": self.edge_attr, "input_options": dict(self.input_options or {})}}
-
-    def _log(self) -> Any:
-        from gramdist.engine.steps import stderr_log
-
-        return stderr_log if self.verbose else _silent
+    def _job_settings(self) -> dict[str, Any]:
+        return {"gram": {"tile_size": self.tile_size_, "normalize": bool(self.normalize)}}
 
 
 def _silent(message: str) -> None:
     return None
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1
 
 
 def _with_y(batch: GraphBatch, y: np.ndarray) -> GraphBatch:

@@ -58,13 +58,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import zarr
-import zarr.codecs
 
 from gramdist.engine.store import open_group, read_array, write_vector
 from gramdist.errors import StoreError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import as_jsonable
+from gramdist.lazy import lazy_import
+
+# imported on first use, as in store.py: features computed in memory never touch a store
+zarr = lazy_import("zarr")
 
 STORE_KIND = "features"
 #: attributes that must agree between a feature store and a job rerun into it
@@ -92,7 +94,7 @@ class ChunkGrid:
 
 def _compressors(level: int) -> Any:
     # as the Gram store: Blosc LZ4 with byte shuffle (counts and ids compress well)
-    return (zarr.codecs.BloscCodec(cname="lz4", clevel=min(level, 9), shuffle="shuffle", typesize=8)
+    return (lazy_import("zarr.codecs").BloscCodec(cname="lz4", clevel=min(level, 9), shuffle="shuffle", typesize=8)
             if level > 0 else None)
 
 
@@ -470,11 +472,16 @@ def open_features(path: str | os.PathLike, *, normalize: bool | None = None, col
     if normalize is None:
         normalize = bool(root.attrs.get("normalize"))
     if normalize:
-        diag = np.concatenate([p["diag"] for p in parts])
-        with np.errstate(divide="ignore"):
-            scale = np.where(diag > 0, 1.0 / np.sqrt(diag), 0.0)
-        values = values * np.repeat(scale, np.diff(indptr))
+        values = unit_rows(indptr, values, np.concatenate([p["diag"] for p in parts]))
     return rows_to_csr(indptr, keys, values, cols), y
+
+
+def unit_rows(indptr: np.ndarray, values: np.ndarray, diag: np.ndarray) -> np.ndarray:
+    """CSR row values scaled to unit norm: each row's values times ``1 / sqrt(K(x, x))``
+    (0 where K(x, x) is not positive), so that dot products are cosine-normalised."""
+    with np.errstate(divide="ignore"):
+        scale = np.where(diag > 0, 1.0 / np.sqrt(diag), 0.0)
+    return values * np.repeat(scale, np.diff(indptr))
 
 
 def label_dtype(root: zarr.Group) -> Any:

@@ -43,7 +43,7 @@ def _counts(kernel: GraphKernel, emb: Any) -> dict[str, int]:
     return {str(k): int(v) for k, v in kernel.embedding_counts(emb).items()}
 
 
-def _chunk_error(i: int, batch: GraphBatch | None, exc: Exception) -> TileError:
+def chunk_error(i: int, batch: GraphBatch | None, exc: Exception) -> TileError:
     ids = "" if batch is None or not len(batch) else f" (graphs {batch.graph_ids[0]}..{batch.graph_ids[-1]})"
     return TileError(f"feature chunk {i} failed{ids}: {type(exc).__name__}: {exc}")
 
@@ -60,21 +60,32 @@ def sparse_chunk_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatc
     batch = None
     try:
         batch = load_chunk(graphs)
-        emb = embed_task(kernel, state, batch)
-        rows = kernel.feature_vectors(emb, state)
-        if len(rows) != len(batch):
-            raise RuntimeError(f"feature_vectors returned {len(rows)} rows for {len(batch)} graphs")
-        diag = np.asarray(kernel.self_similarity(emb, state), dtype=np.float64)
-        counts = _counts(kernel, emb)
+        rows = sparse_rows(kernel, state, batch)
     except Exception as exc:
-        raise _chunk_error(i, batch, exc) from exc
+        raise chunk_error(i, batch, exc) from exc
     try:
-        checksum = fs.write_sparse_chunk(path, grid, i, rows.indptr, rows.keys, rows.values, diag, batch.y,
-                                         batch.graph_ids, y_dtype, compression_level)
+        checksum = fs.write_sparse_chunk(path, grid, i, rows["indptr"], rows["keys"], rows["values"], rows["diag"],
+                                         batch.y, batch.graph_ids, y_dtype, compression_level)
     except OSError as exc:
         raise _write_error(i, path, exc) from None
-    return {"chunk": i, "checksum": checksum, "nnz": int(len(rows.keys)), "counts": counts,
+    return {"chunk": i, "checksum": checksum, "nnz": int(len(rows["keys"])), "counts": rows["counts"],
             "seconds": time.perf_counter() - t0, "worker": worker_name()}
+
+
+def sparse_rows(kernel: GraphKernel, state: KernelState, batch: GraphBatch) -> dict[str, Any]:
+    """Explicit features of graphs: embed, take the kernel's feature rows and K(g, g).
+
+    Returns a dict with ``indptr`` (G+1,), ``keys`` (nnz,) uint64 feature ids, ``values``
+    (nnz,) float64, ``diag`` (G,) raw K(g, g) and ``counts`` (the kernel's counters): what a
+    chunk task writes, and what :class:`gramdist.FeatureTransformer` keeps in memory.
+    """
+    emb = embed_task(kernel, state, batch)
+    rows = kernel.feature_vectors(emb, state)
+    if len(rows) != len(batch):
+        raise RuntimeError(f"feature_vectors returned {len(rows)} rows for {len(batch)} graphs")
+    diag = np.asarray(kernel.self_similarity(emb, state), dtype=np.float64)
+    return {"indptr": rows.indptr, "keys": rows.keys, "values": rows.values, "diag": diag,
+            "counts": _counts(kernel, emb)}
 
 
 def project(k: np.ndarray, projection: np.ndarray) -> np.ndarray:
@@ -120,18 +131,29 @@ def nystroem_chunk_task(kernel: GraphKernel, state: KernelState, graphs: GraphBa
     batch = None
     try:
         batch = load_chunk(graphs)
-        emb = embed_task(kernel, state, batch)
-        diag = np.asarray(kernel.self_similarity(emb, state), dtype=np.float64)
-        phi = nystroem_rows(kernel, state, emb, diag, landmarks, nys, normalize)
-        counts = _counts(kernel, emb)
+        rows = nystroem_features(kernel, state, batch, landmarks, nys, normalize)
     except Exception as exc:
-        raise _chunk_error(i, batch, exc) from exc
+        raise chunk_error(i, batch, exc) from exc
+    phi = rows["features"]
     try:
-        checksum = fs.write_dense_chunk(path, grid, i, phi, diag, batch.y, batch.graph_ids, y_dtype)
+        checksum = fs.write_dense_chunk(path, grid, i, phi, rows["diag"], batch.y, batch.graph_ids, y_dtype)
     except OSError as exc:
         raise _write_error(i, path, exc) from None
-    return {"chunk": i, "checksum": checksum, "nnz": int(phi.size), "counts": counts,
+    return {"chunk": i, "checksum": checksum, "nnz": int(phi.size), "counts": rows["counts"],
             "seconds": time.perf_counter() - t0, "worker": worker_name()}
+
+
+def nystroem_features(kernel: GraphKernel, state: KernelState, batch: GraphBatch, landmarks: Any,
+                      nys: fs.NystroemState, normalize: bool) -> dict[str, Any]:
+    """Nyström features of graphs: embed, K(x, L) against the embedded ``landmarks``, project.
+
+    Returns a dict with ``features`` (G, k) float64, ``diag`` (G,) raw K(g, g) and ``counts``:
+    what a chunk task writes, and what :class:`gramdist.FeatureTransformer` returns.
+    """
+    emb = embed_task(kernel, state, batch)
+    diag = np.asarray(kernel.self_similarity(emb, state), dtype=np.float64)
+    phi = nystroem_rows(kernel, state, emb, diag, landmarks, nys, normalize)
+    return {"features": phi, "diag": diag, "counts": _counts(kernel, emb)}
 
 
 def load_nystroem_task(path: str) -> fs.NystroemState:

@@ -59,6 +59,7 @@ import copy
 import math
 import time
 from collections import Counter
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,9 +71,9 @@ from gramdist.engine import feature_tasks as ft
 from gramdist.engine import steps, tasks
 from gramdist.engine import store as st
 from gramdist.engine.cluster import connect
-from gramdist.engine.executor import DaskExecutor, Executor
+from gramdist.engine.executor import Executor
 from gramdist.engine.lock import StoreLock
-from gramdist.engine.runner import compute_in_memory
+from gramdist.engine.runner import compute_in_memory, dask_executor
 from gramdist.errors import JobError, StoreError, TileError
 from gramdist.graphs import GraphBatch
 
@@ -314,7 +315,22 @@ def featurize_job(job: dict[str, Any], *, out: str | None = None, scheduler: str
     log = log or steps.stderr_log
     t_start = time.perf_counter()
     plan = plan_features(job, chunk_size=chunk_size, nystroem=nystroem, from_store=from_store)
-    path = feature_store_path(job, out)
+    return run_feature_plan(plan, feature_store_path(job, out), dask_executor(job["cluster"], scheduler, client),
+                            overwrite=overwrite, progress=progress, log=log, t_start=t_start)
+
+
+def run_feature_plan(plan: FeaturePlan, path: str, executor: AbstractContextManager[Executor], *,
+                     overwrite: bool = False, progress: steps.Progress = True, log: steps.Log | None = None,
+                     t_start: float | None = None) -> FeatureResult:
+    """Compute ``plan`` into the feature store at ``path`` under its lock; resume it if it exists.
+
+    What ``gramdist features`` does once its job is planned, and what
+    :class:`gramdist.FeatureTransformer` with ``store=`` calls with its own plan.
+    ``executor``: a context manager yielding the :class:`Executor`, entered only once the
+    store is known to need work (see :func:`gramdist.engine.runner.run_plan`).
+    """
+    log = log or steps.stderr_log
+    t_start = time.perf_counter() if t_start is None else t_start
     steps.check_output_location(path, plan.grid.n_graphs, plan.nystroem.m if plan.nystroem else 16)
     with StoreLock(path, log=log):
         sink = open_sink(plan, path, overwrite, create=False)
@@ -323,8 +339,7 @@ def featurize_job(job: dict[str, Any], *, out: str | None = None, scheduler: str
             n = plan.grid.n_chunks
             return FeatureResult(path, n, 0, n, True, timings=plan.gram.timings)
         t = time.perf_counter()
-        with (connect(job["cluster"], scheduler) if client is None else contextlib.nullcontext(client)) as client:
-            ex = DaskExecutor(client)
+        with executor as ex:
             ex.warm_up(type(plan.kernel).__module__)
             plan.gram.timings["cluster_s"] = time.perf_counter() - t
             if sink is None:  # created only once a cluster is reached
@@ -445,6 +460,16 @@ def _adopt(plan: FeaturePlan, sink: FeatureSink, log: steps.Log) -> None:
 def fit_nystroem(ex: Executor, plan: FeaturePlan, sink: FeatureSink, state_f: Any, token: str,
                  log: steps.Log) -> fs.NystroemState:
     """Landmarks, K(L, L), its top eigenpairs and the projection, written into the store."""
+    nys = nystroem_basis(ex, plan, st.read_state(sink.path), state_f, token, log)
+    fs.write_nystroem(sink.root, nys, plan.grid.chunk, plan.gram.compression_level)
+    return nys
+
+
+def nystroem_basis(ex: Executor, plan: FeaturePlan, state: Any, state_f: Any, token: str,
+                   log: steps.Log) -> fs.NystroemState:
+    """Landmarks, K(L, L), its top eigenpairs and the projection of ``plan`` with the fitted
+    ``state`` (``state_f``: its future on ``ex``), in memory: what :func:`fit_nystroem` writes
+    into a store, and what :class:`gramdist.FeatureTransformer` keeps."""
     spec, fit, kernel = plan.nystroem, plan.gram.fit, plan.kernel
     seed = int(fit.get("seed", 0))
     pool = steps.fit_sample_indices(len(plan.graphs), fit.get("sample_size"), seed)
@@ -457,7 +482,6 @@ def fit_nystroem(ex: Executor, plan: FeaturePlan, sink: FeatureSink, state_f: An
     else:
         chosen = kmeanspp_landmarks(ex, plan, state_f, pool, m, seed, token, log)
     landmarks = plan.graphs.take(chosen)
-    state = st.read_state(sink.path)
     lplan = steps.plan_gram(kernel, landmarks, tile_size=max(16, math.ceil(len(chosen) / 4)),
                             normalize=plan.normalize, fit=fit)
     gram = compute_in_memory(ex, lplan, state=state, log=lambda _msg: None)
@@ -468,7 +492,6 @@ def fit_nystroem(ex: Executor, plan: FeaturePlan, sink: FeatureSink, state_f: An
              "lambda_max": float(lam[0]), "lambda_kept_min": float(lam[proj.shape[1] - 1])}
     nys = fs.NystroemState(landmarks, chosen.astype(np.int64), np.asarray(gram.diag_rows, np.float64), lam, proj,
                            attrs)
-    fs.write_nystroem(sink.root, nys, plan.grid.chunk, plan.gram.compression_level)
     log(f"gramdist: Nyström basis: {len(chosen)} landmarks ({spec.landmarks}) from a fit sample of {len(pool)}; "
         f"rank {proj.shape[1]} (eigenvalues > {spec.eig_cutoff:g} x the largest, {lam[0]:.4g})")
     return nys
