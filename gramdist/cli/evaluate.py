@@ -240,15 +240,10 @@ def _gram_learner(args: argparse.Namespace) -> str:
 def _feature_stores(paths: list[str]) -> bool:
     """Whether ``paths`` name feature stores (or folders of them); an error if they mix kinds."""
     from gramdist.engine.feature_store import is_feature_store
+    from gramdist.engine.store import is_gramdist_store
+    from gramdist.evaluation.nested_cv import find_stores
 
-    kinds = set()
-    for p in paths:
-        path = Path(p)
-        if (path / "zarr.json").exists():
-            found = [path]
-        else:  # a folder of stores (a grid run), or nothing: the evaluation reports that
-            found = [c for c in sorted(path.iterdir()) if (c / "zarr.json").exists()] if path.is_dir() else []
-        kinds |= {is_feature_store(c) for c in found}
+    kinds = {is_feature_store(s) for s in find_stores(paths, is_store=is_gramdist_store)}
     if len(kinds) > 1:
         raise JobError("evaluate takes Gram stores or feature stores, not both at once")
     return kinds == {True}

@@ -32,7 +32,6 @@ graphs. The result reports how many graphs were held out of testing
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -79,12 +78,9 @@ def find_stores(paths: list[str], is_store: Callable[[Path], bool] | None = None
 def _is_gram_store(path: Path) -> bool:
     """A gramdist store that is not a feature store; a damaged one (metadata lost) counts, so
     that opening it says what is wrong."""
-    if not is_gramdist_store(path):
-        return False
-    try:
-        return json.loads((path / "zarr.json").read_bytes())["attributes"].get("store_kind", "gram") == "gram"
-    except (OSError, ValueError, KeyError, AttributeError):
-        return True
+    from gramdist.engine.feature_store import is_feature_store
+
+    return is_gramdist_store(path) and not is_feature_store(path)
 
 
 @lru_cache(maxsize=4)
@@ -373,8 +369,8 @@ def summarise(results: list[dict[str, Any]], jobs: list[tuple[int, int, np.ndarr
     ``results``; see :meth:`Task.summarise`), the ``protocol`` keywords (``folds``,
     ``inner_folds``, ``test_size``, ``c_grid``) recorded, and each fold's selection."""
     task = task or Task()
-    folds, test_size = protocol.pop("folds", len(results) // max(repeats, 1)), protocol.get("test_size")
     per_repeat = len(results) // repeats
+    folds, test_size = protocol.pop("folds", per_repeat), protocol.get("test_size")
     head, per_fold = task.summarise(results, repeats, per_repeat)
     return {
         **{k: (list(v) if k == "c_grid" else v) for k, v in protocol.items()},
