@@ -86,3 +86,20 @@ def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     ends = np.cumsum(counts)
     offsets = np.repeat(np.asarray(starts, dtype=np.int64) - (ends - counts), counts)
     return np.arange(total, dtype=np.int64) + offsets
+
+
+def digest_arrays(values: dict[str, np.ndarray | None]) -> str:
+    """BLAKE2b (16 bytes, hex) of named arrays: names, dtypes, shapes and bytes, in name order;
+    a None value contributes its name only. Kept embeddings in stores record this digest, so
+    its format never changes."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    for key in sorted(values):
+        value = values[key]
+        h.update(key.encode())
+        if value is not None:
+            value = np.ascontiguousarray(value)
+            h.update(f"{value.dtype}{value.shape}".encode())
+            h.update(value.tobytes())
+    return h.hexdigest()

@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from gramdist.arrayops import digest_arrays
 from gramdist.errors import StoreError
 from gramdist.kernels.base import GraphKernel, KernelState, as_jsonable
 from gramdist.lazy import lazy_import
@@ -441,25 +442,9 @@ def write_embedding(path: str | os.PathLike, name: str, emb: Any, checksum: str)
                 arr[...] = value
     # written last: a group without it (a writer killed halfway) is never read
     group.attrs.update({"class": f"{cls.__module__}.{cls.__qualname__}", "checksum": checksum,
-                        "none": [k for k, v in values.items() if v is None], "digest": _digest(values),
+                        "none": [k for k, v in values.items() if v is None], "digest": digest_arrays(values),
                         "complete": True})
     return True
-
-
-def _digest(values: dict[str, Any]) -> str:
-    """BLAKE2b of the arrays (names, types, shapes, bytes): a kept embedding damaged on disk
-    but still decodable is caught by it and embedded again, never used."""
-    import hashlib
-
-    h = hashlib.blake2b(digest_size=16)
-    for key in sorted(values):
-        value = values[key]
-        h.update(key.encode())
-        if value is not None:
-            value = np.ascontiguousarray(value)
-            h.update(f"{value.dtype}{value.shape}".encode())
-            h.update(value.tobytes())
-    return h.hexdigest()
 
 
 def read_embedding(path: str | os.PathLike, name: str, checksum: str) -> Any | None:
@@ -485,7 +470,7 @@ def read_embedding(path: str | os.PathLike, name: str, checksum: str) -> Any | N
         fields = {f.name for f in dataclasses.fields(cls) if f.init and not f.name.startswith("_")}
         values = {k: None for k in attrs.get("none", [])}
         values.update({k: np.asarray(group[k][...]) for k in fields - set(values)})
-        if attrs.get("digest") != _digest(values):
+        if attrs.get("digest") != digest_arrays(values):  # damaged on disk but decodable: embed again
             return None
         return cls(**values)
     except Exception:  # noqa: BLE001 - a damaged cache entry: the chunk is embedded again

@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from gramdist.arrayops import digest_arrays
 from gramdist.errors import JobError, StoreError
 from gramdist.evaluation.nested_cv import (
     DEFAULT_C_GRID,
@@ -89,13 +90,8 @@ def _dataset(spec: Any) -> GraphBatch:
 
 def state_digest(state: Any) -> str:
     """A digest of a fitted :class:`~gramdist.kernels.base.KernelState` (arrays and attributes)."""
-    h = hashlib.blake2b(digest_size=16)
-    for name in sorted(state.arrays):
-        a = np.ascontiguousarray(state.arrays[name])
-        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
-        h.update(a.tobytes())
-    h.update(json.dumps(state.attrs, sort_keys=True, default=str).encode())
-    return h.hexdigest()
+    attrs = json.dumps(state.attrs, sort_keys=True, default=str).encode()
+    return hashlib.blake2b(digest_arrays(state.arrays).encode() + attrs, digest_size=16).hexdigest()
 
 
 class RefitSource(GramSource):
