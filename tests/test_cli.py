@@ -42,6 +42,15 @@ def test_synthetic_job_run_info_evaluate(tmp_path):
     res = json.loads(ev.stdout)
     assert set(res) >= {"accuracy_mean", "accuracy_std", "folds", "repeats"} and res["folds"] == 3
     assert 0 <= res["accuracy_mean"] <= 100
+    # --out keeps each fold: the same command again reads them all, and says so
+    folds = tmp_path / "folds"
+    first = run_cli("evaluate", str(out), "--folds", "3", "--repeats", "1", "--workers", "0", "--out", str(folds))
+    assert first.returncode == 0, first.stderr
+    assert len(list(folds.glob("fold-r00-f0*.json"))) == 3 and "read from" not in first.stdout
+    again = run_cli("evaluate", str(out), "--folds", "3", "--repeats", "1", "--workers", "0", "--out", str(folds))
+    assert again.returncode == 0, again.stderr
+    assert f"3 of 3 folds read from {folds}" in again.stdout
+    assert again.stdout.splitlines()[0] == first.stdout.splitlines()[0]
 
 
 def test_grid_run_and_evaluate_folder(tmp_path, dataset_dir):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 
 from gramdist.engine import store as st
 from gramdist.errors import StoreError
+from gramdist.evaluation import nested_cv
 from gramdist.evaluation.nested_cv import evaluate, outer_fold
 
 
@@ -100,6 +103,53 @@ def test_evaluate_is_deterministic(tmp_path):
     r1 = evaluate([s], folds=5, repeats=2, seed=4)
     r2 = evaluate([s], folds=5, repeats=2, seed=4)
     assert r1["fold_accuracies"] == r2["fold_accuracies"]
+
+
+def test_evaluate_saves_each_fold_and_a_rerun_resumes(tmp_path, monkeypatch):
+    y, good, noise = informative_and_noise(seed=5)
+    folder = tmp_path / "grid"
+    folder.mkdir()
+    make_store(folder / "a.zarr", noise + 0.3 * good, y)
+    make_store(folder / "b.zarr", noise + 0.6 * good, y)
+    out = tmp_path / "folds"
+    protocol = dict(folds=4, repeats=2, seed=1, inner_folds=3, c_grid=(0.1, 10.0))
+    plain = evaluate([str(folder)], **protocol)
+    first = evaluate([str(folder)], out=out, **protocol)
+    files = sorted(out.glob("fold-*.json"))
+    assert len(files) == 8 and first["resumed_folds"] == 0
+    assert first["fold_accuracies"] == plain["fold_accuracies"] and first["selections"] == plain["selections"]
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("a saved fold was computed again")
+
+    # every fold is read back, none computed, with the same figures and selections
+    with monkeypatch.context() as m:
+        m.setattr(nested_cv, "outer_fold", must_not_run)
+        again = evaluate([str(folder)], out=out, **protocol)
+    assert again["resumed_folds"] == 8
+    assert again["fold_accuracies"] == first["fold_accuracies"] and again["selections"] == first["selections"]
+    assert again["accuracy_mean"] == first["accuracy_mean"] and again["accuracy_se"] == first["accuracy_se"]
+    # an interrupted run (folds lost, one half-written) computes only what is missing
+    files[2].unlink()
+    files[6].unlink()
+    (out / (files[3].name + ".tmp-123")).write_text("{")
+    partial = evaluate([str(folder)], out=out, **protocol)
+    assert partial["resumed_folds"] == 6 and partial["fold_accuracies"] == first["fold_accuracies"]
+    # another C grid, or a store whose content changed at the same path, is not resumed
+    assert evaluate([str(folder)], out=out, **{**protocol, "c_grid": (1.0,)})["resumed_folds"] == 0
+    shutil.rmtree(folder / "b.zarr")
+    make_store(folder / "b.zarr", noise + 0.9 * good, y)
+    changed = evaluate([str(folder)], out=out, **protocol)
+    assert changed["resumed_folds"] == 0
+    assert changed["fold_accuracies"] == evaluate([str(folder)], **protocol)["fold_accuracies"]
+
+
+def test_store_digest_follows_the_content(tmp_path):
+    y, good, noise = informative_and_noise(seed=6)
+    a = make_store(tmp_path / "a.zarr", good, y)
+    b = make_store(tmp_path / "b.zarr", good, y)
+    c = make_store(tmp_path / "c.zarr", good + 1e-9, y)
+    assert st.store_digest(a) == st.store_digest(b) != st.store_digest(c)
 
 
 def test_supervised_fit_graphs_are_never_tested(tmp_path, monkeypatch):

@@ -103,6 +103,17 @@ def test_evaluate_refit_runs_resumes_and_matches_outer_fold(tmp_path):
     # another protocol is another set of folds, never mixed with these
     other = evaluate_refit(sources, out=out, folds=4, repeats=2, inner_folds=2, c_grid=(0.1, 10.0))
     assert other["resumed_folds"] == 0 and len(list(out.glob("fold-*.json"))) == 16
+    # options that leave the Gram as it is (tile size, kept embeddings) keep the saved folds;
+    # a kernel parameter does not
+    def settings(**gram):
+        job = {"dataset": SYNTH, "kernel": {"name": "dm", "h": 2, "t": 3, "b": 3},
+               "gram": {"tile_size": 16, "normalize": False, **gram}, "grid": {"kernel.h": [1, 2]}}
+        return refit_sources(validate_job(job) | {"_job_name": "g"})
+
+    retiled = evaluate_refit(settings(tile_size=7, keep_embeddings=True), out=out, folds=4, repeats=2, inner_folds=3,
+                             c_grid=(0.1, 10.0))
+    assert retiled["resumed_folds"] == 8 and retiled["fold_accuracies"] == res["fold_accuracies"]
+    assert settings(normalize=True)[0].digest() != sources[0].digest() != settings()[1].digest()
 
 
 def test_refit_with_random_test_splits():

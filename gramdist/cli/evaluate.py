@@ -8,7 +8,8 @@ setting's score and how often the inner CV chose it. ``--protocol NAME`` applies
 evaluation protocol (:mod:`gramdist.evaluation.protocols`); the explicit flags (``--folds``,
 ``--repeats``, ``--inner-folds``, ``--c-min``/``--c-max``, ``--test-size``) override its values.
 ``--refit JOB`` evaluates a job instead of stores, with the kernel's state refitted on every
-outer training part (:mod:`gramdist.evaluation.refit`).
+outer training part (:mod:`gramdist.evaluation.refit`). ``--out DIR`` saves each outer fold's
+result there, so that an interrupted evaluation, rerun, computes only the folds it lacks.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def register(sub: Any) -> None:
                     help="evaluate this job (each setting of its grid a candidate) with the kernel's state "
                          "refitted on every outer training part, instead of stores")
     add_set_argument(ev)
-    ev.add_argument("--out", help="with --refit: folder of the per-fold results (a rerun resumes from them)")
+    ev.add_argument("--out", metavar="DIR",
+                    help="folder of the per-fold results: a rerun of the same evaluation reads the folds found "
+                         "there and computes the rest (an interrupted evaluation resumes)")
     ev.add_argument("--scheduler", help="address of an existing Dask scheduler")
     ev.add_argument("--workers", type=int, default=None, help="local worker processes (0: in-process)")
     ev.add_argument("--task", choices=("auto", "classification", "regression"), default="auto",
@@ -98,8 +101,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise JobError("give either stores (or folders of stores) or --refit JOB")
     if args.overrides and not args.refit:
         raise JobError("--set applies to the job of --refit")
-    if args.out and not args.refit:
-        raise JobError("--out is the folder of --refit's per-fold results")
     if args.test:
         return _holdout(args, proto)
     if args.plot:
@@ -116,7 +117,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise JobError("--refit evaluates a classification job with an SVC; --combine, --plot, --learner "
                            "and --task regression are for stores")
         inputs = refit_sources(load_job(args.refit, args.overrides))
-        evaluate = partial(evaluate_refit, out=args.out)
+        evaluate = evaluate_refit
     elif _feature_stores(args.stores):
         from gramdist.evaluation.linear import evaluate_features
 
@@ -139,6 +140,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             from gramdist.evaluation.combine import evaluate_combined
 
             evaluate = partial(evaluate_combined, steps=args.weight_steps)  # noqa: F811 - the combining protocol
+    evaluate = partial(evaluate, out=args.out)
     if args.workers == 0 and not args.scheduler:
         result = evaluate(inputs, seed=args.seed, **kwargs)
     else:
@@ -212,8 +214,8 @@ def _holdout(args: argparse.Namespace, proto: Any) -> int:
     from gramdist.evaluation import evaluate_holdout
     from gramdist.evaluation.protocols import c_grid_text
 
-    if args.plot or args.refit or args.combine:
-        raise JobError("--test scores a fixed test set; --plot, --refit and --combine are for the nested CV")
+    if args.plot or args.refit or args.combine or args.out:
+        raise JobError("--test scores a fixed test set; --plot, --refit, --combine and --out are for the nested CV")
     result = evaluate_holdout(args.stores, args.test, inner_folds=proto.inner_folds, seed=args.seed,
                               c_grid=proto.c_grid, task=args.task, learner=_gram_learner(args))
     if args.json:

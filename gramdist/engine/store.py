@@ -232,6 +232,31 @@ def store_version(path: str | os.PathLike) -> tuple[int, int]:
         return -1, -1
 
 
+def store_digest(path: str | os.PathLike) -> str:
+    """A digest of what a store holds, for keys of results computed from it (e.g. saved folds
+    of a nested CV): its fingerprint attributes, ``generation``, shape, and its checksums (a
+    Gram store's ``tile_checksums``, a feature store's ``chunk_checksums``), which change with
+    every tile or chunk written. A store without checksums (before 0.2) is keyed by
+    :func:`store_version` instead, which changes whenever the store does."""
+    root = open_group(path)
+    attrs = dict(root.attrs)
+    keys = ("kernel", "dataset_checksum", "test_checksum", "fit", "normalize", "symmetric", "dtype", "generation",
+            "n_graphs", "n_test", "store_kind", "feature_kind", "nystroem")
+    values: dict[str, np.ndarray | None] = {
+        "attrs": np.frombuffer(json.dumps({k: attrs.get(k) for k in keys}, sort_keys=True, default=str).encode(),
+                               dtype=np.uint8)}
+    for name in ("gram", "features", "tile_checksums", "chunk_checksums"):
+        if name in root:
+            values[f"{name}.shape"] = np.asarray(root[name].shape, dtype=np.int64)
+    sums = [name for name in ("tile_checksums", "chunk_checksums") if name in root]
+    if sums and attrs.get("checksummed", True):
+        for name in sums:
+            values[name] = np.asarray(root[name][...], dtype=np.uint64)
+    else:
+        values["version"] = np.asarray(store_version(path), dtype=np.int64)
+    return digest_arrays(values)
+
+
 def is_gramdist_store(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a gramdist store, damaged or not (its group metadata names gramdist,
     or is lost from a folder laid out as a store): :func:`open_store` then says what is wrong."""

@@ -13,6 +13,13 @@ Reported: ``accuracy_mean`` (mean over all outer folds of all repeats), ``accura
 "10 × 10-fold CV"), and the per-fold selections. Outer folds run as tasks on a Dask cluster;
 each worker reads the Grams from the stores itself.
 
+Resume. With ``out`` (``gramdist evaluate --out DIR``) each outer fold's result is saved as a
+small JSON file as soon as the fold finishes, named by its repeat, its fold and a key of
+everything that decides it (the candidates' names and content digests, the labels, the C
+grid, the inner CV, the task, the split). A rerun reads the folds it finds and computes the
+rest, so a 10 × 10-fold evaluation that runs for hours survives an interruption; a store
+changed in between (an append, a rerun) has another digest, and its folds are recomputed.
+
 Regression. A continuous target (``y`` with a value that is not a whole number, or
 ``task="regression"``) runs the same protocol with
 :class:`~gramdist.evaluation.regression.RegressionTask`: plain shuffled k-fold splits, kernel
@@ -32,6 +39,10 @@ graphs. The result reports how many graphs were held out of testing
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import time
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -46,6 +57,7 @@ from gramdist.engine.store import (
     read_graph_ids,
     read_kernel_attrs,
     read_labels,
+    store_digest,
     store_version,
 )
 from gramdist.errors import StoreError
@@ -153,6 +165,11 @@ class GramSource:
         a block of :meth:`blocks`: here the Gram ``block[rows][:, cols]``. Sources of explicit
         features take the rows alone."""
         return block[np.ix_(rows, cols)]
+
+    def digest(self) -> str:
+        """Changes whenever what this source gives does: the key of its saved fold results
+        (here the store's :func:`~gramdist.engine.store.store_digest`)."""
+        return store_digest(self.name)
 
 
 def as_source(candidate: str | GramSource) -> GramSource:
@@ -363,6 +380,61 @@ def run_folds(fn: Any, args: list[tuple[Any, ...]], client: Any = None) -> list[
     return client.gather([client.submit(fn, *a, pure=False) for a in args])
 
 
+def fold_paths(out: str | os.PathLike | None, common: str,
+               jobs: list[tuple[int, int, np.ndarray, np.ndarray, int]]) -> list[str | None]:
+    """Where each outer fold's result is saved: ``out/fold-rRR-fFF-<key>.json``, the key a hash
+    of ``common`` (what every fold's result depends on: the candidates and their digests, the
+    C grid, the inner CV, the task) and of the fold's own split and inner seed. ``out`` None:
+    nothing is saved."""
+    if out is None:
+        return [None] * len(jobs)
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths: list[str | None] = []
+    for r, f, train, test, inner_seed in jobs:
+        h = hashlib.blake2b(digest_size=8)
+        h.update(common.encode())
+        h.update(train.tobytes())
+        h.update(test.tobytes())
+        h.update(str(inner_seed).encode())
+        paths.append(str(folder / f"fold-r{r:02d}-f{f:02d}-{h.hexdigest()}.json"))
+    return paths
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return float(value)
+    return value
+
+
+def checkpointed_fold(path: str | None, stores: tuple[str | GramSource, ...], y: np.ndarray, train: np.ndarray,
+                      test: np.ndarray, c_grid: tuple[float, ...], inner_folds: int, inner_seed: int,
+                      held: np.ndarray | None = None, task: Task | None = None, per_store: bool = False
+                      ) -> dict[str, Any]:
+    """:func:`outer_fold`, its result read from ``path`` if an earlier run finished the fold
+    (``resumed: True``), else computed and saved there atomically, with ``seconds`` (the fold's
+    time) and ``n_train``/``n_test``. ``path`` None: computed, not saved."""
+    if path and os.path.exists(path):
+        with open(path) as fh:
+            return {**json.load(fh), "resumed": True}
+    t0 = time.perf_counter()
+    res = _jsonable(outer_fold(stores, y, train, test, c_grid, inner_folds, inner_seed, held, task, per_store))
+    res["seconds"] = time.perf_counter() - t0
+    res["n_train"], res["n_test"] = int(len(train)), int(len(test))
+    if path:
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w") as fh:
+            json.dump(res, fh, sort_keys=True)
+        os.replace(tmp, path)
+    return {**res, "resumed": False}
+
+
 def summarise(results: list[dict[str, Any]], jobs: list[tuple[int, int, np.ndarray, np.ndarray, int]],
               repeats: int, task: Task | None = None, **protocol: Any) -> dict[str, Any]:
     """The task's scores and their spreads over the outer folds of ``jobs`` (their
@@ -415,6 +487,7 @@ def cross_validate(
     learner: str = "krr",
     per_store: bool = False,
     candidates: list[GramSource] | None = None,
+    out: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """Nested CV over candidate ``sources`` of the same graphs: accuracy of an SVC (or RMSE
     and R² of a regression, or another :class:`Task`'s scores); see the module docstring.
@@ -440,6 +513,10 @@ def cross_validate(
     per_store : also score each source alone in every outer fold (result key ``per_store``).
     candidates : the :class:`GramSource` objects the inner CV selects among (with C), e.g.
         weighted sums of the stores (:mod:`gramdist.evaluation.combine`); default: one per source.
+    out : folder of the per-outer-fold results (:func:`fold_paths`): a fold found there is read,
+        not computed, so an interrupted evaluation resumes. A fold's key covers the candidates'
+        :meth:`GramSource.digest` (an append or a rerun changes it), the labels, the C grid,
+        the inner CV and the task, and the split itself; None saves nothing.
 
     Returns
     -------
@@ -448,7 +525,8 @@ def cross_validate(
     ``folds``, ``repeats``, ``fold_accuracies`` ((repeats, folds) nested list; regression:
     ``fold_rmse``, ``fold_r2``), ``selections``, ``stores``, ``supervised_fit_graphs`` (graphs
     kept out of the test folds because a kernel fit used their labels), ``test_graphs``,
-    ``task`` and ``task_reason`` (why that task).
+    ``task`` and ``task_reason`` (why that task), ``resumed_folds`` (read from ``out``) and
+    ``fold_seconds`` (each fold's time when it was computed).
     """
     from gramdist.evaluation.regression import resolve_task
 
@@ -456,10 +534,11 @@ def cross_validate(
     stores = list(sources)
     check_folds(y, held, folds, test_size, task)
     jobs = outer_splits(y, held, folds, repeats, seed, test_size, task)
-    chosen_from = tuple(candidates) if candidates is not None else tuple(stores)
-    args = [(chosen_from, y, tr, te, tuple(c_grid), inner_folds, s, held if held.any() else None, task, per_store)
-            for _, _, tr, te, s in jobs]
-    results = run_folds(outer_fold, args, client)
+    chosen_from = tuple(as_source(c) for c in (candidates if candidates is not None else stores))
+    paths = fold_paths(out, fold_key(chosen_from, y, held, c_grid, inner_folds, task, per_store) if out else "", jobs)
+    args = [(path, chosen_from, y, tr, te, tuple(c_grid), inner_folds, s, held if held.any() else None, task, per_store)
+            for path, (_, _, tr, te, s) in zip(paths, jobs)]
+    results = run_folds(checkpointed_fold, args, client)
     extra = {"per_store": [res["per_store"] for res in results]} if per_store else {}
     return {
         **summarise(results, jobs, repeats, task, folds=folds, inner_folds=inner_folds, test_size=test_size,
@@ -470,5 +549,26 @@ def cross_validate(
         "task": task.name,
         "task_reason": reason,
         "task_learner": task.describe(),
+        **resume_record(results),
         **extra,
     }
+
+
+def resume_record(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """``resumed_folds`` (how many of the :func:`checkpointed_fold` results were read back) and
+    ``fold_seconds`` (each fold's time when it was computed)."""
+    return {"resumed_folds": int(sum(bool(r.get("resumed")) for r in results)),
+            "fold_seconds": [float(r.get("seconds", float("nan"))) for r in results]}
+
+
+def fold_key(sources: tuple[GramSource, ...], y: np.ndarray, held: np.ndarray, c_grid: tuple[float, ...],
+             inner_folds: int, task: Task, per_store: bool = False) -> str:
+    """What every saved fold of a nested CV depends on besides its split (the ``common`` of
+    :func:`fold_paths`): the candidates' names and :meth:`GramSource.digest`, the labels and the
+    held graphs, the C grid, the inner CV, the task and its settings."""
+    from gramdist.arrayops import digest_arrays
+
+    settings = {k: repr(v) for k, v in sorted(vars(task).items())}
+    return json.dumps({"sources": [[s.name, s.digest()] for s in sources], "c_grid": list(c_grid),
+                       "inner_folds": inner_folds, "task": [type(task).__name__, settings], "per_store": per_store,
+                       "labels": digest_arrays({"y": np.asarray(y), "held": np.asarray(held)})}, sort_keys=True)

@@ -22,10 +22,13 @@ How it runs
 * The outer folds are tasks on the Dask cluster (``--workers``/``--scheduler``): each fold
   refits, computes and selects on one worker, so folds run in parallel, one per worker thread.
 * Resume: each finished fold writes its result (accuracy, chosen setting and C, seconds) as a
-  small JSON file under the output folder, named by the repeat, the fold and a digest of
-  everything that decides it (the jobs, the dataset, the split, the C grid, the inner CV). A
-  rerun of the same command skips the folds whose file exists; an interrupted fold is
-  recomputed.
+  small JSON file under the output folder (:func:`~gramdist.evaluation.nested_cv.fold_paths`,
+  the machinery of every ``evaluate --out``), named by the repeat, the fold and a digest of
+  everything that decides it (each setting's :meth:`RefitSource.digest`, the labels, the split,
+  the C grid, the inner CV, the task). A rerun of the same command skips the folds whose file
+  exists; an interrupted fold is recomputed. Options that do not change the Gram (tile size,
+  compression, kept embeddings) are not in the key, so results survive them and new versions
+  that add such options.
 
 Where embeddings are reused
 ---------------------------
@@ -49,7 +52,6 @@ import json
 import os
 import time
 from collections import OrderedDict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -61,8 +63,11 @@ from gramdist.evaluation.nested_cv import (
     GramSource,
     Task,
     check_folds,
-    outer_fold,
+    checkpointed_fold,
+    fold_key,
+    fold_paths,
     outer_splits,
+    resume_record,
     run_folds,
     summarise,
 )
@@ -120,8 +125,15 @@ class RefitSource(GramSource):
     def graphs(self) -> GraphBatch:
         return _dataset(self.job["dataset"])
 
-    def spec_digest(self) -> str:
-        spec = {k: self.job[k] for k in ("dataset", "kernel", "fit", "gram") if k in self.job}
+    def digest(self) -> str:
+        """What decides this setting's Gram on a given training part: the dataset (its spec and
+        content checksum), the kernel, the fit's seed and sample, and the Gram's normalisation.
+        Tile size, compression, dtype, checkpoints and kept embeddings do not enter: the refit
+        computes its float64 Gram in memory, and the engine's Gram does not depend on the
+        others."""
+        gram = self.job.get("gram", {})
+        spec = {"dataset": self.job["dataset"], "checksum": self.graphs().checksum(), "kernel": self.job["kernel"],
+                "fit": self.job.get("fit"), "normalize": gram.get("normalize")}
         return hashlib.blake2b(json.dumps(spec, sort_keys=True, default=str).encode(), digest_size=16).hexdigest()
 
     def gram(self) -> np.ndarray:
@@ -154,7 +166,7 @@ class RefitSource(GramSource):
                                 graphs.graph_ids[test])
         if len(leaked):  # the fit saw only the training part; this guards that contract
             raise StoreError(f"{self.name}: the refitted state used the labels of {len(leaked)} test graphs")
-        key = (self.spec_digest(), state_digest(state))
+        key = (self.digest(), state_digest(state))
         if key in _GRAMS:
             _GRAMS.move_to_end(key)
             gram = _GRAMS[key]
@@ -166,27 +178,6 @@ class RefitSource(GramSource):
                 _GRAMS.popitem(last=False)
         self.last_fit_seconds = time.perf_counter() - t0
         return gram
-
-
-def refit_fold(sources: tuple[RefitSource, ...], y: np.ndarray, train: np.ndarray, test: np.ndarray,
-               c_grid: tuple[float, ...], inner_folds: int, inner_seed: int, task: Task | None,
-               path: str | None) -> dict[str, Any]:
-    """One outer fold with refitted sources; its result is read from ``path`` if a previous
-    run finished it, else computed and written there (atomically)."""
-    if path and os.path.exists(path):
-        with open(path) as fh:
-            return {**json.load(fh), "resumed": True}
-    t0 = time.perf_counter()
-    res = outer_fold(sources, y, train, test, c_grid, inner_folds, inner_seed, None, task)
-    res = {k: (float(v) if isinstance(v, (np.floating, float)) else v) for k, v in res.items()}
-    res["seconds"] = time.perf_counter() - t0
-    res["n_train"], res["n_test"] = int(len(train)), int(len(test))
-    if path:
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w") as fh:
-            json.dump(res, fh, sort_keys=True)
-        os.replace(tmp, path)
-    return {**res, "resumed": False}
 
 
 def refit_sources(job: dict[str, Any]) -> list[RefitSource]:
@@ -234,25 +225,11 @@ def evaluate_refit(
     held = np.zeros(len(y), dtype=bool)
     check_folds(y, held, folds, test_size, task)
     jobs = outer_splits(y, held, folds, repeats, seed, test_size, task)
-    folder = None
-    if out is not None:
-        folder = Path(out)
-        folder.mkdir(parents=True, exist_ok=True)
-    common = json.dumps({"sources": [[s.name, s.spec_digest()] for s in sources], "dataset": graphs.checksum(),
-                         "c_grid": list(c_grid), "inner_folds": inner_folds,
-                         "task": type(task or Task()).__name__}, sort_keys=True)
-    args = []
-    for r, f, tr, te, s in jobs:
-        path = None
-        if folder is not None:
-            h = hashlib.blake2b(digest_size=8)
-            h.update(common.encode())
-            h.update(tr.tobytes())
-            h.update(te.tobytes())
-            h.update(str(s).encode())
-            path = str(folder / f"fold-r{r:02d}-f{f:02d}-{h.hexdigest()}.json")
-        args.append((tuple(sources), y, tr, te, tuple(c_grid), inner_folds, s, task, path))
-    results = run_folds(refit_fold, args, client)
+    common = fold_key(tuple(sources), y, held, tuple(c_grid), inner_folds, task or Task(c_grid))
+    paths = fold_paths(out, common, jobs)
+    args = [(path, tuple(sources), y, tr, te, tuple(c_grid), inner_folds, s, None, task)
+            for path, (_, _, tr, te, s) in zip(paths, jobs)]
+    results = run_folds(checkpointed_fold, args, client)
     return {
         **summarise(results, jobs, repeats, task, folds=folds, inner_folds=inner_folds, test_size=test_size,
                     c_grid=c_grid),
@@ -260,9 +237,8 @@ def evaluate_refit(
         "test_graphs": int(len(y)),
         "stores": [s.name for s in sources],
         "refit": True,
-        "resumed_folds": int(sum(bool(r.get("resumed")) for r in results)),
-        "fold_seconds": [float(r.get("seconds", float("nan"))) for r in results],
+        **resume_record(results),
     }
 
 
-__all__ = ["RefitSource", "evaluate_refit", "refit_fold", "refit_sources", "state_digest"]
+__all__ = ["RefitSource", "evaluate_refit", "refit_sources", "state_digest"]
