@@ -314,8 +314,44 @@ def test_stored_representation_vectors_equal_recomputation(small):
     batch, kernel, state = small
     emb = kernel.embed(batch, state)
     dvec, capped = kernel.distance_vectors(batch, kernel._rep(state), state.attrs["seed"])
-    assert np.array_equal(emb.features, kernel.proximity(dvec, state.arrays["nca.A"]))
+    raw = kernel.proximity(dvec, state.arrays["nca.A"])
+    assert np.array_equal(emb.features, raw - state.arrays["rep.phi_mean"][None, :])
+    assert np.array_equal(state.arrays["rep.phi_mean"], raw[:15].mean(axis=0))  # the mean over S
     assert np.array_equal(emb.capped, capped)
+
+
+def test_centring_is_the_centred_gram_and_the_same_svm(small):
+    """``center`` subtracts the mean proximity vector over S: on S the Gram is H K_raw H
+    (H the centring matrix); elsewhere ⟨φ − μ, φ' − μ⟩. An SVC on it solves the same problem
+    (the dual objective of a solution is the same number under either Gram), and libsvm's
+    solution on the centred Gram is at least as good."""
+    from sklearn.svm import SVC
+
+    batch, kernel, state = small
+    raw_kernel = make_kernel("matching", **{**kernel.get_params(), "center": False})
+    raw_state = raw_kernel.fit(batch[:15], seed=5)
+    assert "rep.phi_mean" not in raw_state.arrays
+    assert np.array_equal(raw_state.arrays["nca.A"], state.arrays["nca.A"])
+    e_raw, e_c = raw_kernel.embed(batch, raw_state), kernel.embed(batch, state)
+    K_raw, K_c = raw_kernel.pairwise(e_raw, e_raw, raw_state), kernel.pairwise(e_c, e_c, state)
+    H = np.eye(15) - 1.0 / 15
+    np.testing.assert_allclose(K_c[:15, :15], H @ K_raw[:15, :15] @ H, rtol=0, atol=1e-9 * np.abs(K_raw).max())
+    mu = e_raw.features[:15].mean(axis=0)
+    np.testing.assert_allclose(K_c, (e_raw.features - mu) @ (e_raw.features - mu).T, rtol=0, atol=1e-9 * K_c.max())
+    y = np.asarray(batch.y)[:15]
+
+    def dual_objective(svc):
+        a = np.zeros(15)
+        a[svc.support_] = svc.dual_coef_[0]
+        return np.abs(a).sum() - 0.5 * a @ K_c[:15, :15] @ a
+
+    for C in (0.1, 1.0, 10.0):
+        on_c = SVC(kernel="precomputed", C=C).fit(K_c[:15, :15], y)
+        on_raw = SVC(kernel="precomputed", C=C, max_iter=10**6).fit(K_raw[:15, :15], y)
+        assert dual_objective(on_c) >= dual_objective(on_raw) - 1e-3 * abs(dual_objective(on_c))
+    # RBF depends on differences only: never centred
+    rbf = make_kernel("matching", **{**kernel.get_params(), "elementary_kernel": "rbf"})
+    assert "rep.phi_mean" not in rbf.fit(batch[:15], seed=5).arrays
 
 
 def test_tile_size_invariance_is_bitwise(small):

@@ -114,6 +114,11 @@ def test_evaluate_refit_runs_resumes_and_matches_outer_fold(tmp_path):
                              c_grid=(0.1, 10.0))
     assert retiled["resumed_folds"] == 8 and retiled["fold_accuracies"] == res["fold_accuracies"]
     assert settings(normalize=True)[0].digest() != sources[0].digest() != settings()[1].digest()
+    # a kernel parameter left at its default is in the key: a changed default is a changed key
+    explicit = refit_sources(validate_job({"dataset": SYNTH, "kernel": {"name": "dm", "h": 1, "t": 3, "b": 3,
+                                                                        "eta": make_kernel("dm").eta},
+                                           "gram": {"tile_size": 16, "normalize": False}}))
+    assert explicit[0].digest() == sources[0].digest()
 
 
 def test_refit_with_random_test_splits():

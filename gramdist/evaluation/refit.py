@@ -127,12 +127,17 @@ class RefitSource(GramSource):
 
     def digest(self) -> str:
         """What decides this setting's Gram on a given training part: the dataset (its spec and
-        content checksum), the kernel, the fit's seed and sample, and the Gram's normalisation.
+        content checksum), the kernel with every parameter (defaults included, so that a
+        changed default is a changed key), the fit's seed and sample, and the Gram's normalisation.
         Tile size, compression, dtype, checkpoints and kept embeddings do not enter: the refit
         computes its float64 Gram in memory, and the engine's Gram does not depend on the
         others."""
+        from gramdist.engine import steps
+
         gram = self.job.get("gram", {})
-        spec = {"dataset": self.job["dataset"], "checksum": self.graphs().checksum(), "kernel": self.job["kernel"],
+        kernel = steps.kernel_from_spec(self.job["kernel"])
+        spec = {"dataset": self.job["dataset"], "checksum": self.graphs().checksum(),
+                "kernel": {"name": kernel.name, **kernel.get_params()},
                 "fit": self.job.get("fit"), "normalize": gram.get("normalize")}
         return hashlib.blake2b(json.dumps(spec, sort_keys=True, default=str).encode(), digest_size=16).hexdigest()
 
