@@ -53,6 +53,10 @@ def test_a_combination_beats_each_kernel_when_each_sees_half_the_signal(tmp_path
     assert len(comb["weight_grid"]) == 5 and len(comb["weights"]) == 5
     assert all(0 < w[0] < 1 for w in comb["weights"])  # a mixture in every fold
     assert sum(c["folds"] for c in comb["weights_chosen"]) == 5
+    # saved folds: a rerun reads them and reports the same weights
+    first = evaluate_combined([a, b], steps=4, out=tmp_path / "folds", **kw)
+    again = evaluate_combined([a, b], steps=4, out=tmp_path / "folds", **kw)
+    assert first["weights"] == comb["weights"] and again["resumed_folds"] == 5 and again["weights"] == comb["weights"]
 
 
 def test_combined_source_with_one_weight_is_the_normalised_store(tmp_path):

@@ -334,6 +334,15 @@ def test_evaluate_features_svm_and_streamed_sgd(tmp_path, dataset_dir):
     sgd = evaluate_features([str(tmp_path / "grid" / "h-3.zarr")], folds=3, repeats=1, c_grid=(1.0, 10.0),
                             learner="sgd", epochs=20)
     assert sgd["learner"] == "sgd" and sgd["accuracy_mean"] > 70
+    # --out: the folds are saved and read back; another learner is another set of folds
+    out = tmp_path / "folds"
+    first = evaluate_features([str(tmp_path / "grid")], folds=5, repeats=1, c_grid=(0.1, 1.0, 10.0), out=out)
+    again = evaluate_features([str(tmp_path / "grid")], folds=5, repeats=1, c_grid=(0.1, 1.0, 10.0), out=out)
+    assert first["fold_accuracies"] == res["fold_accuracies"] and first["resumed_folds"] == 0
+    assert again["resumed_folds"] == 5 and again["fold_accuracies"] == res["fold_accuracies"]
+    other = evaluate_features([str(tmp_path / "grid")], folds=5, repeats=1, c_grid=(0.1, 1.0, 10.0), out=out,
+                              learner="sgd", epochs=2)
+    assert other["resumed_folds"] == 0
 
 
 def test_hashed_rows_give_the_gram_when_ids_do_not_collide(tmp_path, dataset_dir):

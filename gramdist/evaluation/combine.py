@@ -23,6 +23,7 @@ Two uses:
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import time
 from functools import lru_cache
@@ -103,6 +104,10 @@ class CombinedSource(GramSource):
     def gram(self) -> np.ndarray:
         return combined([normalised_gram(s) for s, w in zip(self.stores, self.weights) if w], [
             w for w in self.weights if w])
+
+    def digest(self) -> str:
+        """The weights and the content digests of the stores they weigh."""
+        return json.dumps([[w, st.store_digest(s)] for s, w in zip(self.stores, self.weights)])
 
     def blocks(self, train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keys = (np.ascontiguousarray(train, dtype=np.int64).tobytes(), np.ascontiguousarray(test, dtype=np.int64).tobytes())
