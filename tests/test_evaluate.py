@@ -144,6 +144,14 @@ def test_evaluate_saves_each_fold_and_a_rerun_resumes(tmp_path, monkeypatch):
     assert changed["fold_accuracies"] == evaluate([str(folder)], **protocol)["fold_accuracies"]
 
 
+def test_out_must_be_a_folder(tmp_path):
+    y, good, _ = informative_and_noise()
+    s = make_store(tmp_path / "good.zarr", good, y)
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(StoreError, match="not a folder"):
+        evaluate([s], folds=2, repeats=1, out=tmp_path / "afile")
+
+
 def test_store_digest_follows_the_content(tmp_path):
     y, good, noise = informative_and_noise(seed=6)
     a = make_store(tmp_path / "a.zarr", good, y)

@@ -389,6 +389,8 @@ def fold_paths(out: str | os.PathLike | None, common: str,
     if out is None:
         return [None] * len(jobs)
     folder = Path(out)
+    if folder.exists() and not folder.is_dir():
+        raise StoreError(f"{folder}: not a folder; --out names the folder of the per-fold results")
     folder.mkdir(parents=True, exist_ok=True)
     paths: list[str | None] = []
     for r, f, train, test, inner_seed in jobs:
