@@ -61,6 +61,7 @@ from gramdist.engine.store import (
     store_version,
 )
 from gramdist.errors import StoreError
+from gramdist.kernels.base import as_jsonable
 
 DEFAULT_C_GRID = tuple(10.0**k for k in range(-3, 4))
 
@@ -403,18 +404,6 @@ def fold_paths(out: str | os.PathLike | None, common: str,
     return paths
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        return float(value)
-    return value
-
-
 def checkpointed_fold(path: str | None, stores: tuple[str | GramSource, ...], y: np.ndarray, train: np.ndarray,
                       test: np.ndarray, c_grid: tuple[float, ...], inner_folds: int, inner_seed: int,
                       held: np.ndarray | None = None, task: Task | None = None, per_store: bool = False
@@ -426,7 +415,7 @@ def checkpointed_fold(path: str | None, stores: tuple[str | GramSource, ...], y:
         with open(path) as fh:
             return {**json.load(fh), "resumed": True}
     t0 = time.perf_counter()
-    res = _jsonable(outer_fold(stores, y, train, test, c_grid, inner_folds, inner_seed, held, task, per_store))
+    res = as_jsonable(outer_fold(stores, y, train, test, c_grid, inner_folds, inner_seed, held, task, per_store))
     res["seconds"] = time.perf_counter() - t0
     res["n_train"], res["n_test"] = int(len(train)), int(len(test))
     if path:
