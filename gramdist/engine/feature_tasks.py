@@ -38,7 +38,7 @@ def worker_name() -> str:
 
 
 def _counts(kernel: GraphKernel, emb: Any) -> dict[str, int]:
-    if type(kernel).embedding_counts is GraphKernel.embedding_counts:
+    if not kernel.has_embedding_counts:
         return {}
     return {str(k): int(v) for k, v in kernel.embedding_counts(emb).items()}
 

@@ -453,7 +453,7 @@ def embed(ex: Executor, plan: GramPlan, state_f: Any, sink: Sink, todo: list[tup
                 if cached:
                     cache.diag[c] = diag[(side, c)]
     counts = []
-    if type(kernel).embedding_counts is not GraphKernel.embedding_counts:
+    if kernel.has_embedding_counts:
         counts = [ex.submit(tasks.embedding_counts_task, kernel, f, key=f"counts-{side}{c}-{token}")
                   for side, embs in (("r", rows), ("c", {} if grid.symmetric else cols))
                   for c, f in sorted(embs.items())]
@@ -635,9 +635,7 @@ def finish(plan: GramPlan, sink: Sink, tiles: TileReport, log: Log,
     keeps none). Returns ``(complete, notes)``."""
     complete = sink.finish()
     notes: list[str] = []
-    report = getattr(plan.kernel, "report", None)
-    if report is not None:
-        notes += list(report(state if state is not None else st.read_state(sink.path)) or [])
+    notes += list(plan.kernel.report(state if state is not None else st.read_state(sink.path)))
     if tiles.counted:
         notes += list(plan.kernel.report_embeddings(dict(tiles.counts)) or [])
     for note in notes:

@@ -19,7 +19,7 @@ all of them the same way and never knows which one it runs:
 4. Optional notes for the user: ``kernel.report(state)`` about the fitted state, and
    ``kernel.report_embeddings(counts)`` about the embedded graphs, where ``counts`` sums
    ``kernel.embedding_counts(emb)`` (small integer counters) over every chunk embedded in the
-   run; the engine gathers these only for kernels that override :meth:`GraphKernel.embedding_counts`.
+   run; the engine gathers these only for kernels that set ``has_embedding_counts = True``.
 5. Optional explicit features: a kernel whose value is the dot product of explicit sparse
    feature vectors sets ``has_feature_vectors = True`` and implements
    ``kernel.feature_vectors(emb, state)``, returning a :class:`FeatureRows` (CSR-like rows,
@@ -105,6 +105,8 @@ class GraphKernel:
     has_feature_vectors: ClassVar[bool] = False
     #: whether the kernel uses node attributes / edge labels if the dataset has them
     uses_node_attributes: ClassVar[bool] = False
+    #: whether :meth:`embedding_counts` gives counters worth gathering over a run
+    has_embedding_counts: ClassVar[bool] = False
 
     # ------------------------------------------------------------ params
     @classmethod
@@ -170,8 +172,15 @@ class GraphKernel:
         raise NotImplementedError(f"{type(self).__name__} has no explicit feature vectors")
 
     # ------------------------------------------------------ optional notes
+    def report(self, state: KernelState) -> list[str]:
+        """Notes for the user about the fitted state (one line each); default none."""
+        return []
+
     def embedding_counts(self, emb: Embedding) -> dict[str, int]:
-        """Counters over one chunk's embeddings (e.g. graphs where a cap was hit); default none."""
+        """Counters over one chunk's embeddings (e.g. graphs where a cap was hit); default none.
+
+        Gathered by the engine only when the class sets ``has_embedding_counts = True``.
+        """
         return {}
 
     def report_embeddings(self, counts: dict[str, int]) -> list[str]:

@@ -270,6 +270,7 @@ class AdaptiveMatchingKernel(GraphKernel):
     """
 
     name = "matching"
+    has_embedding_counts = True
     uses_node_attributes = True
 
     def __init__(
