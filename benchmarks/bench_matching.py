@@ -47,11 +47,11 @@ def phases(job_path: str, n_embed: int, overrides: list[str]) -> dict:
     from gramdist.kernels import make_kernel
 
     job = load_job(job_path, overrides)
-    kernel = make_kernel(job["kernel"]["name"], **{k: v for k, v in job["kernel"].items() if k != "name"})
-    graphs = load_dataset(job["dataset"])
-    fit_idx = fit_sample_indices(len(graphs), job["fit"]["sample_size"], job["fit"]["seed"])
+    kernel = make_kernel(job.kernel["name"], **{k: v for k, v in job.kernel.items() if k != "name"})
+    graphs = load_dataset(job.dataset)
+    fit_idx = fit_sample_indices(len(graphs), job.fit.sample_size, job.fit.seed)
     t0 = time.process_time()
-    state = kernel.fit(graphs.take(fit_idx), seed=job["fit"]["seed"])
+    state = kernel.fit(graphs.take(fit_idx), seed=job.fit.seed)
     t_fit = time.process_time() - t0
     rest = np.flatnonzero(~np.isin(graphs.graph_ids, state.arrays["rep.graph_ids"]))
     sel = rest if not n_embed or n_embed >= len(rest) else np.sort(
@@ -59,7 +59,7 @@ def phases(job_path: str, n_embed: int, overrides: list[str]) -> dict:
     t0 = time.process_time()
     emb = kernel.embed(graphs.take(sel), state)
     t_embed = (time.process_time() - t0) * len(rest) / len(sel)
-    tile = job["gram"]["tile_size"]
+    tile = job.gram.tile_size
     blocks = math.ceil(len(graphs) / tile)
     fake = type(emb)(np.random.default_rng(0).random((tile, emb.features.shape[1])), np.zeros(tile, np.int64))
     t0 = time.process_time()

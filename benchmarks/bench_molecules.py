@@ -66,7 +66,7 @@ res = {"import_s": import_s, "parse_s": parse_s, "n_graphs": len(batch), "n_node
 if tool == "gramdist":
     from gramdist.engine.executor import InlineExecutor
     from gramdist.engine.runner import compute_in_memory
-    from gramdist.engine.steps import plan_gram
+    from gramdist.engine.plan import plan_gram
     from gramdist.kernels import make_kernel
     t = time.perf_counter()
     plan = plan_gram(make_kernel("wl", h=h), batch, tile_size=len(batch), normalize=True,

@@ -139,9 +139,9 @@ def check_sample(job_path: Path, store: Path, n_sample: int, seed: int = 0, data
 
     t0 = time.perf_counter()
     job = load_job(job_path)
-    spec = dict(job["kernel"])
+    spec = dict(job.kernel)
     kernel = make_kernel(spec.pop("name"), **spec)
-    graphs = load_dataset(dataset or job["dataset"])
+    graphs = load_dataset(dataset or job.dataset)
     state = read_state(store)
     n = len(graphs)
     rng = np.random.default_rng(seed)

@@ -6,6 +6,8 @@ NumPy 2.4 (2.8 s vs 0.16 s for 2 M uint64 keys, measured here): use :func:`uniqu
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
@@ -103,3 +105,31 @@ def digest_arrays(values: dict[str, np.ndarray | None]) -> str:
             h.update(f"{value.dtype}{value.shape}".encode())
             h.update(value.tobytes())
     return h.hexdigest()
+
+
+def rows_to_csr(indptr: np.ndarray, keys: np.ndarray, values: np.ndarray, columns: np.ndarray) -> Any:
+    """CSR rows with feature ids ``keys`` as a ``scipy.sparse.csr_matrix`` over ``columns``
+    (sorted distinct uint64 ids; features not among them are dropped)."""
+    import scipy.sparse as sp
+
+    n = len(indptr) - 1
+    pos = np.searchsorted(columns, keys)
+    pos[pos == len(columns)] = 0
+    hit = columns[pos] == keys if len(columns) else np.zeros(len(keys), bool)
+    if not hit.all():
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))[hit]
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+        pos, values = pos[hit], values[hit]
+    idx_dtype = np.int32 if len(columns) < 2**31 and len(pos) < 2**31 else np.int64
+    m = sp.csr_matrix((values, pos.astype(idx_dtype), indptr.astype(idx_dtype)), shape=(n, len(columns)))
+    m.has_sorted_indices = True  # keys increase within a row and the column map is monotonic
+    return m
+
+
+def unit_rows(indptr: np.ndarray, values: np.ndarray, diag: np.ndarray) -> np.ndarray:
+    """CSR row values scaled to unit norm: each row's values times ``1 / sqrt(K(x, x))``
+    (0 where K(x, x) is not positive), so that dot products are cosine-normalised."""
+    with np.errstate(divide="ignore"):
+        scale = np.where(diag > 0, 1.0 / np.sqrt(diag), 0.0)
+    return values * np.repeat(scale, np.diff(indptr))

@@ -1,21 +1,19 @@
 """scikit-learn front end: :class:`GramTransformer` (graphs in, Gram out) and :func:`compute_gram`.
 
-The transformer drives the engine's steps — :func:`~gramdist.engine.steps.plan_gram`, then
+The transformer drives the engine's steps — :func:`~gramdist.engine.plan.plan_gram`, then
 :func:`~gramdist.engine.runner.fit_in_memory` / :func:`~gramdist.engine.runner.compute_in_memory`
 in memory, or :func:`~gramdist.engine.runner.run_plan` (what ``gramdist run`` calls) into a
-Zarr store — so its Gram is the CLI's, bit for bit. Where it runs is chosen per call by
-:func:`gramdist.engine.cluster.executor_for`: the ``client`` given, else the active
-``distributed.Client``, else this process for Grams of at most
-:data:`~gramdist.engine.cluster.IN_PROCESS_MAX_ENTRIES` entries, else one LocalCluster shared
+Zarr store — so its Gram is the CLI's, bit for bit. Where it runs is chosen per call by the
+engine's one placement policy (:class:`gramdist.engine.placement.Placement`): the ``client``
+given, else the active ``distributed.Client``, else this process for Grams of at most
+:data:`~gramdist.engine.placement.IN_PROCESS_MAX_ENTRIES` entries, else one LocalCluster shared
 by every call of the Python process.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -112,20 +110,30 @@ class GraphTransformerBase(TransformerMixin, BaseEstimator):
         """Graphs given to ``transform``: read with the label codes learned at ``fit``."""
         return self._graphs(X, codes={k: dict(v) for k, v in self.label_codes_.items()})
 
-    def _executor(self, n_entries: int) -> Any:
-        """Where a Gram of ``n_entries`` entries runs (:func:`gramdist.engine.cluster.executor_for`)."""
-        from gramdist.engine.cluster import executor_for
+    def _placement(self) -> Any:
+        """Where this estimator's computations run (the engine's one policy)."""
+        from gramdist.engine.placement import Placement
 
-        return executor_for(n_entries, client=self.client, in_process=self.in_process)
+        return Placement(client=self.client, in_process=self.in_process, shared=True)
+
+    def _executor(self, n_entries: int) -> Any:
+        """An executor for ``n_entries`` kernel values, the kernel's code imported on its workers
+        (the placement's executors of a Python front end outlive the call: nothing to close)."""
+        from gramdist.engine.runner import warm
+
+        with self._placement().executor(n_entries) as ex:
+            return warm(ex, type(self.kernel_).__module__)
 
     def _spec(self, batch: GraphBatch) -> dict[str, Any]:
         return {"python": batch.name or "graphs"}
 
     def _transform_store(self, rows: GraphBatch) -> str:
         """Where ``transform`` writes with ``store``: ``<store stem>.transform-<12 hex of rows' checksum>.zarr``."""
-        base = Path(self.store)
+        from gramdist.engine.store import Location
+
+        base = Location(self.store)
         stem = base.name[:-5] if base.name.endswith(".zarr") else base.name
-        return str(base.with_name(f"{stem}.transform-{rows.checksum()[:12]}.zarr"))
+        return str(base.sibling(f"{stem}.transform-{rows.checksum()[:12]}.zarr"))
 
     def _job(self) -> dict[str, Any]:
         """The estimator's settings, recorded in a store's ``job`` attribute (not its fingerprint)."""
@@ -140,10 +148,11 @@ class GraphTransformerBase(TransformerMixin, BaseEstimator):
         """The subclass's own sections of :meth:`_job`."""
         return {}
 
-    def _log(self) -> Any:
-        from gramdist.engine.steps import stderr_log
+    def _context(self) -> Any:
+        """Progress and status lines (``verbose``), as a run context."""
+        from gramdist.engine.context import RunContext, silent, stderr_log
 
-        return stderr_log if self.verbose else _silent
+        return RunContext(progress=bool(self.verbose), log=stderr_log if self.verbose else silent)
 
 
 class GramTransformer(GraphTransformerBase):
@@ -279,7 +288,7 @@ class GramTransformer(GraphTransformerBase):
         # in this process (a cluster's futures would not outlive its client) and not for a store
         keep = isinstance(ex, InlineExecutor) and self.store is None
         self._cache = steps.ColumnCache(self.tile_size_) if keep else None
-        self.state_ = fit_in_memory(ex, plan, log=self._log(), cache=self._cache)
+        self.state_ = fit_in_memory(ex, plan, context=self._context(), cache=self._cache)
         return self
 
     def fit_transform(self, X: Any, y: Any = None, **fit_params: Any) -> Any:
@@ -299,7 +308,7 @@ class GramTransformer(GraphTransformerBase):
         self._begin_fit(X, y)
         self._cache = None
         path = str(self.store)
-        self.notes_ = self._run_into_store(self._plan(self.train_), path, self.n_train_ ** 2)
+        self.notes_ = self._run_into_store(self._plan(self.train_), path)
         self.state_ = read_state(path)
         return self._open(path)
 
@@ -319,10 +328,10 @@ class GramTransformer(GraphTransformerBase):
             return self._gram_in_memory(batch, symmetric)[0]
         if symmetric:
             path = str(self.store)
-            self._run_into_store(self._plan(self.train_), path, self.n_train_ ** 2)
+            self._run_into_store(self._plan(self.train_), path)
         else:
             path = self._transform_store(batch)
-            self._run_into_store(self._plan(self.train_, batch), path, len(batch) * self.n_train_)
+            self._run_into_store(self._plan(self.train_, batch), path)
         return self._open(path)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -354,41 +363,35 @@ class GramTransformer(GraphTransformerBase):
     def _tile(self, n_train: int) -> int:
         if self.tile_size is not None:
             return int(self.tile_size)
-        from gramdist.engine.cluster import runs_in_process
-
         # the tile follows the training graphs only, so every transform can reuse fit's chunks
-        in_process = self.store is None and runs_in_process(n_train ** 2, client=self.client,
-                                                            in_process=self.in_process)
+        in_process = self.store is None and self._placement().runs_here(n_train ** 2)
         cap = _IN_PROCESS_TILE if in_process else _CLUSTER_TILE
         return -(-n_train // -(-n_train // cap))  # ceil(n / ceil(n / cap)): equal tiles, none tiny
 
     def _plan(self, cols: GraphBatch, rows: GraphBatch | None = None) -> Any:
-        from gramdist.engine.steps import plan_gram
+        from gramdist.engine.plan import plan_gram
+        from gramdist.jobs import FitSpec, GramSpec
 
-        return plan_gram(self.kernel_, cols, rows, tile_size=self.tile_size_, normalize=bool(self.normalize),
-                         fit={"sample_size": self.sample_size, "seed": int(self.seed), "from_store": None},
-                         dataset_spec=self._spec(cols), test_spec=None if rows is None else self._spec(rows),
-                         job=self._job())
+        return plan_gram(self.kernel_, cols, rows, gram=GramSpec(tile_size=self.tile_size_,
+                                                                 normalize=bool(self.normalize)),
+                         fit=FitSpec(self.sample_size, int(self.seed)),
+                         specs=(self._spec(cols), None if rows is None else self._spec(rows)), job=self._job())
 
     def _gram_in_memory(self, rows: GraphBatch, symmetric: bool) -> tuple[np.ndarray, list[str]]:
-        from gramdist.engine.executor import DaskExecutor, InlineExecutor
+        from gramdist.engine.executor import InlineExecutor
         from gramdist.engine.runner import compute_in_memory
 
         plan = self._plan(self.train_, None if symmetric else rows)
         ex = self._executor(plan.grid.n_rows * plan.grid.n_cols)
         inline = isinstance(ex, InlineExecutor)
-        if isinstance(ex, DaskExecutor):
-            ex.warm_up(type(self.kernel_).__module__)
-        result = compute_in_memory(ex, plan, state=self.state_, progress=bool(self.verbose), log=self._log(),
+        result = compute_in_memory(ex, plan, state=self.state_, context=self._context(),
                                    cache=getattr(self, "_cache", None) if inline else None)
         return result.gram, result.notes
 
-    def _run_into_store(self, plan: Any, path: str, n_entries: int) -> list[str]:
+    def _run_into_store(self, plan: Any, path: str) -> list[str]:
         from gramdist.engine.runner import run_plan
 
-        executor = contextlib.nullcontext(self._executor(n_entries))
-        result = run_plan(plan, path, executor, overwrite=bool(self.overwrite), progress=bool(self.verbose),
-                          log=self._log())
+        result = run_plan(plan, path, self._placement(), overwrite=bool(self.overwrite), context=self._context())
         if not result.complete:  # only an interruption leaves it so; say how to go on
             from gramdist.errors import StoreError
 
@@ -403,10 +406,6 @@ class GramTransformer(GraphTransformerBase):
 
     def _job_settings(self) -> dict[str, Any]:
         return {"gram": {"tile_size": self.tile_size_, "normalize": bool(self.normalize)}}
-
-
-def _silent(message: str) -> None:
-    return None
 
 
 def _positive_int(value: Any) -> bool:

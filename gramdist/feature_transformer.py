@@ -6,32 +6,26 @@ whose cost grows linearly with the number of graphs. It drives the same steps as
 ``gramdist features`` (:mod:`gramdist.engine.featurize`): the fit
 (:func:`~gramdist.engine.runner.fit_in_memory`), the Nyström basis
 (:func:`~gramdist.engine.featurize.nystroem_basis`: landmarks, K(L, L), eigenpairs,
-projection) and the per-chunk rows (:func:`~gramdist.engine.feature_tasks.sparse_rows`,
-:func:`~gramdist.engine.feature_tasks.nystroem_features`) in memory, or
-:func:`~gramdist.engine.featurize.run_feature_plan` into a feature store, so its rows are
-the CLI's rows.
+projection) and the rows chunk by chunk (:func:`~gramdist.engine.featurize.features_in_memory`)
+in memory, or :func:`~gramdist.engine.featurize.run_feature_plan` into a feature store, so its
+rows are the CLI's rows.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from gramdist.arrayops import unique_sorted
+from gramdist.arrayops import rows_to_csr, unique_sorted, unit_rows
+from gramdist.engine.nystroem import DEFAULT_EIG_CUTOFF, LANDMARK_RULES, NystroemSpec
 from gramdist.estimator import GraphTransformerBase, _positive_int
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel
 
 __all__ = ["FeatureTransformer"]
-
-#: landmark rules (:data:`gramdist.engine.featurize.LANDMARK_RULES`; repeated here so that
-#: importing the transformer does not import Zarr)
-_LANDMARK_RULES = ("kmeans++", "uniform")
 
 
 class FeatureTransformer(GraphTransformerBase):
@@ -153,7 +147,7 @@ class FeatureTransformer(GraphTransformerBase):
     """
 
     def __init__(self, kernel: str | GraphKernel = "wl", *, kernel_params: dict[str, Any] | None = None,
-                 nystroem: int | None = None, landmarks: str = "kmeans++", eig_cutoff: float = 1e-8,
+                 nystroem: int | None = None, landmarks: str = "kmeans++", eig_cutoff: float = DEFAULT_EIG_CUTOFF,
                  normalize: bool = False, sample_size: int | None = None, seed: int = 0,
                  chunk_size: int | None = None, store: str | os.PathLike | None = None, overwrite: bool = False,
                  client: Any = None, in_process: bool | str = "auto", node_label: str | None = "label",
@@ -225,10 +219,12 @@ class FeatureTransformer(GraphTransformerBase):
             plan = feature_plan(self._gram_plan(batch), chunk_size=self.chunk_size, nystroem=self._nystroem_spec(),
                                 from_store=self.store_)
             path = self._transform_store(batch)
-            self._run_into_store(plan, path, self._work(len(batch)))
+            self._run_into_store(plan, path)
             return self._open(path)
-        ex = self._executor_of(self._work(len(batch)))
-        return self._output(self._parts(ex, batch, self._share(ex, self.state_)))
+        from gramdist.engine.featurize import feature_plan
+
+        plan = feature_plan(self._gram_plan(batch), chunk_size=self.chunk_size, nystroem=self._nystroem_spec())
+        return self._output(self._rows(plan, batch, self._work(len(batch))))
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         """Names of the output's columns: ``f<16 hex digits of the feature id>`` (explicit) or
@@ -245,7 +241,6 @@ class FeatureTransformer(GraphTransformerBase):
 
     # ------------------------------------------------------------------ fitting
     def _fit(self, X: Any, y: Any, want_rows: bool) -> Any:
-        from gramdist.engine import steps
         from gramdist.engine.featurize import feature_plan, nystroem_basis
         from gramdist.engine.runner import fit_in_memory
 
@@ -258,111 +253,83 @@ class FeatureTransformer(GraphTransformerBase):
         self.columns_ = self.nystroem_ = self.store_ = None
         plan = feature_plan(self._gram_plan(batch), chunk_size=self.chunk_size, nystroem=spec)
         if self.store is not None:
-            return self._fit_store(plan, batch)
-        log = self._log()
-        ex = self._executor_of(self._work(len(batch), fit=True))
-        self.state_ = fit_in_memory(ex, plan.gram, log=log)
-        state_f = self._share(ex, self.state_)
+            return self._fit_store(plan)
+        context = self._context()
+        ex = self._executor(self._work(len(batch), fit=True))
+        self.state_ = fit_in_memory(ex, plan.gram, context=context)
         if spec is not None:
-            self.nystroem_ = nystroem_basis(ex, plan, self.state_, state_f, steps.new_token(), log)
+            state_f = ex.put(self.state_, key="state")
+            self.nystroem_ = nystroem_basis(ex, plan, self.state_, state_f, context)
             if self.nystroem_.attrs["m"] < spec.m:
                 self.notes_.append(f"Nyström: {spec.m} landmarks asked, {self.nystroem_.attrs['m']} used (the fit "
                                    "sample's size, or every other sample graph coincides with a landmark)")
             if not want_rows:
                 return None
-        parts = self._parts(ex, batch, state_f, notes=True)
+        parts = self._rows(plan, batch, self._work(len(batch)), notes=True)
         if spec is None:
             self.columns_ = unique_sorted(np.concatenate([np.asarray(p["keys"], dtype=np.uint64) for p in parts]))
         return self._output(parts) if want_rows else None
 
-    def _fit_store(self, plan: Any, batch: GraphBatch) -> Any:
-        from gramdist.engine import feature_store as fs
-        from gramdist.engine.store import read_state
+    def _fit_store(self, plan: Any) -> Any:
+        from gramdist.engine.store import FeatureStore
 
         path = str(self.store)
-        self.notes_ = self._run_into_store(plan, path, self._work(len(batch), fit=True))
-        self.state_ = read_state(path)
+        self.notes_ = self._run_into_store(plan, path)
+        store = FeatureStore.open(path)
+        self.state_ = store.read_state()
         if plan.nystroem is not None:
-            self.nystroem_ = fs.read_nystroem(path)
+            self.nystroem_ = store.read_nystroem()
         else:
-            self.columns_ = fs.feature_columns(path)
+            self.columns_ = store.columns()
         self.store_ = path
         return self._open(path)
 
     # ------------------------------------------------------------------ rows in memory
-    def _parts(self, ex: Any, batch: GraphBatch, state_f: Any, notes: bool = False) -> list[dict[str, Any]]:
-        """Features of ``batch`` chunk by chunk on ``ex``: each chunk's rows, diagonal, counters
-        (``notes``: the kernel's notes on the counters become ``notes_``)."""
+    def _rows(self, plan: Any, batch: GraphBatch, work: int, notes: bool = False) -> list[dict[str, Any]]:
+        """Each chunk's rows of ``batch`` (``notes``: the kernel's notes on the counters become
+        ``notes_``)."""
         from collections import Counter
 
-        from gramdist.engine import feature_tasks as ft
-        from gramdist.engine import steps
-        from gramdist.engine.featurize import default_chunk_size
+        from gramdist.engine.featurize import features_in_memory
 
-        kernel, n = self.kernel_, len(batch)
-        chunk = int(self.chunk_size) if self.chunk_size is not None else default_chunk_size(n)
-        bounds = [(a, min(a + chunk, n)) for a in range(0, n, chunk)]
-        token = steps.new_token()
-        if self.nystroem_ is not None:
-            nys_f = ex.put(self.nystroem_, key=f"nystroem-{token}")
-            land_f = ex.submit(ft.embed_landmarks_task, kernel, state_f, nys_f, key=f"landmarks-{token}")
-            futs = [ex.submit(ft.nystroem_features, kernel, state_f, batch[a:b], land_f, nys_f, bool(self.normalize),
-                              key=f"nystroem-{i}-{token}", spread=True) for i, (a, b) in enumerate(bounds)]
-        else:
-            futs = [ex.submit(ft.sparse_rows, kernel, state_f, batch[a:b], key=f"features-{i}-{token}", spread=True)
-                    for i, (a, b) in enumerate(bounds)]
-        report = steps.progress_reporter(bool(self.verbose), len(bounds), 0, unit="chunk")
-        parts, counts = [], Counter()
-        try:
-            for i, fut in enumerate(futs):
-                try:
-                    parts.append(fut.result())
-                except Exception as exc:
-                    raise ft.chunk_error(i, batch[slice(*bounds[i])], exc) from exc
-                counts.update(parts[-1]["counts"])
-                report(1)
-        finally:
-            report(None)
+        parts = features_in_memory(self._executor(work), plan, batch, self.state_, self.nystroem_, self._context(),
+                                   self.chunk_size)
+        counts: Counter = Counter()
+        for part in parts:
+            counts.update(part["counts"])
         if notes and counts:
-            for note in kernel.report_embeddings(dict(counts)) or []:
+            for note in self.kernel_.report_embeddings(dict(counts)) or []:
                 self.notes_.append(note)
-                self._log()(f"gramdist: note: {note}")
+                self._context().note(note)
         return parts
 
     def _output(self, parts: list[dict[str, Any]]) -> Any:
         """The chunks' rows as one matrix: Nyström rows stacked, or explicit rows as CSR over
         ``columns_`` (scaled to unit rows with ``normalize``, as :func:`gramdist.open_features` does)."""
-        from gramdist.engine import feature_store as fs
-
         if self.nystroem_ is not None:
             return np.concatenate([p["features"] for p in parts])
-
         row_nnz = np.concatenate([np.diff(np.asarray(p["indptr"], dtype=np.int64)) for p in parts])
         indptr = np.zeros(len(row_nnz) + 1, dtype=np.int64)
         np.cumsum(row_nnz, out=indptr[1:])
         keys = np.concatenate([np.asarray(p["keys"], dtype=np.uint64) for p in parts])
         values = np.concatenate([np.asarray(p["values"], dtype=np.float64) for p in parts])
         if self.normalize:
-            values = fs.unit_rows(indptr, values, np.concatenate([p["diag"] for p in parts]))
-        return fs.rows_to_csr(indptr, keys, values, self.columns_)
+            values = unit_rows(indptr, values, np.concatenate([p["diag"] for p in parts]))
+        return rows_to_csr(indptr, keys, values, self.columns_)
 
     # ------------------------------------------------------------------ stores
-    def _run_into_store(self, plan: Any, path: str, work: int) -> list[str]:
+    def _run_into_store(self, plan: Any, path: str) -> list[str]:
         from gramdist.engine.featurize import run_feature_plan
         from gramdist.errors import StoreError
 
-        @contextlib.contextmanager
-        def executor() -> Iterator[Any]:  # reached only when the store needs work
-            yield self._executor_of(work)
-
-        result = run_feature_plan(plan, path, executor(), overwrite=bool(self.overwrite),
-                                  progress=bool(self.verbose), log=self._log())
+        result = run_feature_plan(plan, path, self._placement(), overwrite=bool(self.overwrite),
+                                  context=self._context())
         if not result.complete:  # only an interruption leaves it so; say how to go on
             raise StoreError(f"{path}: incomplete; call again to resume")
         return result.notes
 
     def _open(self, path: str) -> Any:
-        from gramdist.engine.feature_store import open_features
+        from gramdist.engine.store import open_features
 
         return open_features(path, normalize=bool(self.normalize), columns=self.columns_)[0]
 
@@ -370,8 +337,8 @@ class FeatureTransformer(GraphTransformerBase):
     def _check_params(self) -> None:
         if self.nystroem is not None and not _positive_int(self.nystroem):
             raise ValueError(f"nystroem must be a positive integer (landmark graphs) or None, got {self.nystroem!r}")
-        if self.landmarks not in _LANDMARK_RULES:
-            raise ValueError(f"landmarks must be one of {', '.join(_LANDMARK_RULES)}, got {self.landmarks!r}")
+        if self.landmarks not in LANDMARK_RULES:
+            raise ValueError(f"landmarks must be one of {', '.join(LANDMARK_RULES)}, got {self.landmarks!r}")
         if (isinstance(self.eig_cutoff, bool) or not isinstance(self.eig_cutoff, (int, float, np.floating))
                 or not 0.0 <= self.eig_cutoff < 1.0):
             raise ValueError(f"eig_cutoff must be a number in [0, 1), got {self.eig_cutoff!r}")
@@ -379,9 +346,7 @@ class FeatureTransformer(GraphTransformerBase):
             raise ValueError(f"chunk_size must be a positive integer or None, got {self.chunk_size!r}")
         self._check_common_params()
 
-    def _nystroem_spec(self) -> Any:
-        from gramdist.engine.featurize import NystroemSpec
-
+    def _nystroem_spec(self) -> NystroemSpec | None:
         if self.nystroem is None:
             return None
         return NystroemSpec(int(self.nystroem), str(self.landmarks), float(self.eig_cutoff))
@@ -389,11 +354,13 @@ class FeatureTransformer(GraphTransformerBase):
     def _gram_plan(self, batch: GraphBatch) -> Any:
         """The Gram plan a feature plan is made of: kernel, graphs, fit, normalisation. One tile
         (never computed: only the fit and the landmarks' Gram run, with their own plans)."""
-        from gramdist.engine.steps import plan_gram
+        from gramdist.engine.plan import plan_gram
+        from gramdist.jobs import FitSpec, GramSpec
 
-        return plan_gram(self.kernel_, batch, tile_size=max(1, len(batch)), normalize=bool(self.normalize),
-                         fit={"sample_size": self.sample_size, "seed": int(self.seed), "from_store": None},
-                         dataset_spec=self._spec(batch), job=self._job())
+        return plan_gram(self.kernel_, batch, gram=GramSpec(tile_size=max(1, len(batch)),
+                                                            normalize=bool(self.normalize)),
+                         fit=FitSpec(self.sample_size, int(self.seed)), specs=(self._spec(batch), None),
+                         job=self._job())
 
     def _work(self, n: int, fit: bool = False) -> int:
         """Kernel evaluations of ``n`` graphs' features, in Gram entries (see ``in_process``)."""
@@ -401,20 +368,6 @@ class FeatureTransformer(GraphTransformerBase):
             return n * n
         pool = n if self.sample_size is None else min(n, int(self.sample_size))
         return (n + (pool if fit else 0)) * int(self.nystroem)
-
-    def _executor_of(self, work: int) -> Any:
-        from gramdist.engine.executor import DaskExecutor
-
-        ex = self._executor(work)
-        if isinstance(ex, DaskExecutor):
-            ex.warm_up(type(self.kernel_).__module__)
-        return ex
-
-    @staticmethod
-    def _share(ex: Any, state: Any) -> Any:
-        from gramdist.engine import steps
-
-        return ex.put(state, key=f"state-{steps.new_token()}")
 
     def _job_settings(self) -> dict[str, Any]:
         return {"gram": {"normalize": bool(self.normalize)},

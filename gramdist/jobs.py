@@ -16,13 +16,18 @@ A job is a YAML mapping with these sections (all but ``dataset`` and ``kernel`` 
     stream / learner:                  # graph-stream jobs (``gramdist stream``)
 
 Unknown keys are rejected with a :class:`~gramdist.errors.JobError` naming the key.
+:func:`validate_job` returns a typed :class:`Job` (its sections :class:`FitSpec`,
+:class:`GramSpec`, :class:`ClusterSpec`; the free-form ones as validated mappings), and
+:meth:`Job.to_dict` gives back the mapping a store records.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +76,107 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def load_job(path: str | os.PathLike, overrides: list[str] | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class FitSpec:
+    """``fit:``: the sample the kernel's state is fitted on (all graphs when ``sample_size``
+    is None), the seed of every random step, or a store whose state to reuse."""
+
+    sample_size: int | None = None
+    seed: int = 0
+    from_store: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class GramSpec:
+    """``gram:``: how the Gram is cut and stored."""
+
+    tile_size: int = 256
+    normalize: bool = False
+    compression_level: int = 1
+    checkpoint_seconds: float = 2.0
+    dtype: str = "float64"
+    keep_embeddings: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """``cluster:``: where a job runs (see :mod:`gramdist.engine.placement`)."""
+
+    scheduler: str | None = None
+    n_workers: int | None = None
+    threads_per_worker: int = 1
+    memory_limit: str | int | None = "auto"
+    max_tiles_in_flight: int | None = None
+    security: dict[str, Any] | None = None
+    jobqueue: dict[str, Any] | None = None
+    dashboard_address: str | None = ":0"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> ClusterSpec:
+        return dataclasses.replace(self, **changes)
+
+
+_OPTIONAL = ("test", "output", "grid", "stream", "learner")
+
+
+@dataclass(frozen=True)
+class Job:
+    """A validated job: the typed sections, and the free-form ones as given.
+
+    ``name`` is the job file's stem; ``test`` the ``test:`` section (``{dataset: ...}``) or
+    None; ``grid`` dotted key -> values (None without a grid).
+    """
+
+    name: str | None
+    dataset: Any = None
+    kernel: dict[str, Any] | None = None
+    fit: FitSpec = field(default_factory=FitSpec)
+    gram: GramSpec = field(default_factory=GramSpec)
+    cluster: ClusterSpec = field(default_factory=ClusterSpec)
+    test: dict[str, Any] | None = None
+    output: str | None = None
+    grid: dict[str, list[Any]] | None = None
+    stream: dict[str, Any] | None = None
+    learner: dict[str, Any] | None = None
+
+    @property
+    def test_dataset(self) -> Any:
+        return (self.test or {}).get("dataset")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The job as a mapping (what a store records in its ``job`` attribute)."""
+        out: dict[str, Any] = {}
+        if self.dataset is not None:
+            out["dataset"] = copy.deepcopy(self.dataset)
+        if self.kernel is not None:
+            out["kernel"] = dict(self.kernel)
+        out |= {"fit": self.fit.to_dict(), "gram": self.gram.to_dict(), "cluster": self.cluster.to_dict()}
+        for key in _OPTIONAL:
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = copy.deepcopy(value)
+        return out
+
+    def replace(self, **changes: Any) -> Job:
+        return dataclasses.replace(self, **changes)
+
+    def with_cluster(self, **changes: Any) -> Job:
+        return self.replace(cluster=self.cluster.replace(**changes))
+
+
+def load_job(path: str | os.PathLike, overrides: list[str] | None = None) -> Job:
     """Read a job file, apply ``KEY=VALUE`` overrides, validate, and fill defaults.
 
-    The returned dict has ``_job_name`` (the file stem) and, when the job (after overrides)
-    holds a grid, ``grid`` as a dict of dotted key -> list of values.
+    The job's ``name`` is the file stem; when the job (after overrides) holds a grid, ``grid``
+    maps dotted keys to lists of values.
     """
     p = Path(path)
     try:
@@ -95,8 +196,7 @@ def load_job(path: str | os.PathLike, overrides: list[str] | None = None) -> dic
     if not isinstance(raw, dict):
         raise JobError(f"{p}: a job file must be a mapping of sections, got {type(raw).__name__}")
     job = apply_overrides(raw, overrides or [])
-    job["_job_name"] = p.stem
-    return validate_job(job, source=str(p))
+    return validate_job(job, source=str(p), name=p.stem)
 
 
 def parse_override(item: str) -> tuple[str, Any, bool]:
@@ -159,9 +259,15 @@ def set_dotted(job: dict[str, Any], key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def validate_job(job: dict[str, Any], source: str = "job") -> dict[str, Any]:
-    """Check sections and key types, fill defaults; raise :class:`JobError` naming the key."""
+def validate_job(job: dict[str, Any] | Job, source: str = "job", name: str | None = None) -> Job:
+    """Check sections and key types, fill defaults; raise :class:`JobError` naming the key.
+
+    ``name``: the job's name (default: a ``_job_name`` key of ``job``, else None).
+    """
+    if isinstance(job, Job):
+        return job
     job = copy.deepcopy(job)
+    name = name if name is not None else job.get("_job_name")
     for section in job:
         if section.startswith("_"):
             continue
@@ -210,27 +316,35 @@ def validate_job(job: dict[str, Any], source: str = "job") -> dict[str, Any]:
                 raise JobError(f"{source}: grid.{key} must be a non-empty list")
             if key.split(".")[0] not in ("kernel", "fit", "gram", "dataset"):
                 raise JobError(f"{source}: grid key {key!r} must start with kernel., fit., gram. or dataset.")
-    return job
+    return _typed(job, name)
 
 
-def expand_grid(job: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def _typed(job: dict[str, Any], name: str | None) -> Job:
+    return Job(name=name, dataset=job.get("dataset"), kernel=job.get("kernel"), fit=FitSpec(**job["fit"]),
+               gram=GramSpec(**job["gram"]), cluster=ClusterSpec(**job["cluster"]),
+               **{key: job.get(key) for key in _OPTIONAL})
+
+
+def expand_grid(job: Job) -> list[tuple[str, Job]]:
     """One ``(setting_name, job)`` per grid combination; ``[("", job)]`` without a grid.
 
     Setting names read like ``h-2_eta-0.5`` (last component of each key), usable as file names.
+    Each setting is validated again (a grid value of the wrong type is one line, as a job's).
     """
-    grid = job.get("grid") or {}
-    base = {k: v for k, v in job.items() if k != "grid"}
+    grid = job.grid or {}
+    base = job.replace(grid=None)
     if not grid:
         return [("", base)]
     keys = list(grid)
     out = []
     for combo in itertools.product(*(grid[k] for k in keys)):
-        j = copy.deepcopy(base)
+        j = base.to_dict()
         parts = []
         for key, value in zip(keys, combo):
             set_dotted(j, key, value)
             parts.append(f"{key.split('.')[-1]}-{_name_value(value)}")
-        out.append(("_".join(parts), j))
+        setting = "_".join(parts)
+        out.append((setting, validate_job(j, source=f"grid setting {setting}", name=job.name)))
     return out
 
 

@@ -51,17 +51,17 @@ def load_for_plot(store: str | os.PathLike, max_graphs: int = 4000, seed: int = 
     """The parts of a store the figure shows, at most ``max_graphs`` per side.
 
     Returns a dict: ``gram`` (r, c), ``rows``/``cols`` (indices into the store's graphs),
-    ``y_rows``/``y_cols`` (or None), ``diag_rows``/``diag_cols`` (raw K(g, g)), ``shape``
+    ``row_labels``/``col_labels`` (or None), ``row_diag``/``col_diag`` (raw K(g, g)), ``shape``
     (the store's), ``symmetric``, ``normalize``, ``kernel`` (name and parameters).
     """
-    from gramdist.engine.store import open_gram, open_store, read_col_labels, read_diag, read_labels
+    from gramdist.engine.store import GramStore, open_gram
 
-    root = open_store(store)
-    if not root.attrs.get("complete"):
+    gstore = GramStore.open(store)
+    if not gstore.complete:
         raise StoreError(f"{store}: incomplete store; rerun its job before plotting it")
-    symmetric = bool(root.attrs.get("symmetric"))
-    y_rows, y_cols = read_labels(root, store), read_col_labels(root, store)
-    diag_rows, diag_cols = read_diag(root)
+    symmetric = gstore.symmetric
+    y_rows, y_cols = gstore.labels(), gstore.col_labels()
+    diag_rows, diag_cols = gstore.read_diag()
     k_full, _ = open_gram(store, as_dask=True)
     n_rows, n_cols = k_full.shape
     rows = _subset(n_rows, max_graphs, seed)
@@ -70,11 +70,11 @@ def load_for_plot(store: str | os.PathLike, max_graphs: int = 4000, seed: int = 
         gram, _ = open_gram(store)  # whole: read with its tile checksums checked
     else:
         gram = k_full[rows][:, cols].compute()
-    kernel = dict(root.attrs.get("kernel") or {})
+    kernel = dict(gstore.kernel or {})
     return {"gram": np.asarray(gram, dtype=np.float64), "rows": rows, "cols": cols,
-            "y_rows": None if y_rows is None else y_rows[rows], "y_cols": None if y_cols is None else y_cols[cols],
-            "diag_rows": diag_rows[rows], "diag_cols": diag_cols[cols], "shape": (n_rows, n_cols),
-            "symmetric": symmetric, "normalize": bool(root.attrs.get("normalize")), "kernel": kernel}
+            "row_labels": None if y_rows is None else y_rows[rows], "col_labels": None if y_cols is None else y_cols[cols],
+            "row_diag": diag_rows[rows], "col_diag": diag_cols[cols], "shape": (n_rows, n_cols),
+            "symmetric": symmetric, "normalize": gstore.normalize, "kernel": kernel}
 
 
 def display_order(y: np.ndarray | None, n: int) -> tuple[np.ndarray, bool]:
@@ -118,11 +118,11 @@ def plot_store(store: str | os.PathLike, out: str | os.PathLike | None = None, *
     data = load_for_plot(store, max_graphs, seed)
     out = Path(out) if out else Path(str(store).rstrip("/\\")).with_suffix(".png")
     gram = data["gram"]
-    row_order, continuous = display_order(data["y_rows"], len(data["rows"]))
-    col_order = row_order if data["symmetric"] else display_order(data["y_cols"], len(data["cols"]))[0]
+    row_order, continuous = display_order(data["row_labels"], len(data["rows"]))
+    col_order = row_order if data["symmetric"] else display_order(data["col_labels"], len(data["cols"]))[0]
     k = gram[np.ix_(row_order, col_order)]
-    y_r = None if data["y_rows"] is None else data["y_rows"][row_order]
-    y_c = None if data["y_cols"] is None else data["y_cols"][col_order]
+    y_r = None if data["row_labels"] is None else data["row_labels"][row_order]
+    y_c = None if data["col_labels"] is None else data["col_labels"][col_order]
 
     fig = plt.figure(figsize=(17, 6.2), layout="constrained")
     grid = fig.add_gridspec(1, 3, width_ratios=[1.25, 1, 1])
@@ -189,7 +189,7 @@ def plot_store(store: str | os.PathLike, out: str | os.PathLike | None = None, *
     ax_s.grid(True, which="major", alpha=0.3)
 
     # diagonal (raw self-similarities), in the heatmap's order
-    d_r = data["diag_rows"][row_order]
+    d_r = data["row_diag"][row_order]
     if y_r is not None and not continuous:
         for c in np.unique(y_r):
             sel = np.flatnonzero(y_r == c)
@@ -199,7 +199,7 @@ def plot_store(store: str | os.PathLike, out: str | os.PathLike | None = None, *
     else:
         ax_d.plot(np.arange(len(d_r)), d_r, ".", ms=3, color="tab:blue", label="rows" if not data["symmetric"] else None)
         if not data["symmetric"]:
-            d_c = data["diag_cols"][col_order]
+            d_c = data["col_diag"][col_order]
             ax_d.plot(np.arange(len(d_c)), d_c, ".", ms=3, color="tab:orange", label="columns (training graphs)")
             ax_d.legend(loc="best", markerscale=3)
     ax_d.set_xlabel("graph, in the heatmap's order")

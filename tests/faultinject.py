@@ -43,10 +43,10 @@ def install(tile: tuple[int, int]) -> None:
 
     original = getattr(tasks.tile_task, "__wrapped__", tasks.tile_task)
 
-    def tile_task(kernel, state, emb_rows, emb_cols, d_rows, d_cols, store_path, grid, tl, ids, *rest):
-        if tuple(tl) == tuple(tile):
+    def tile_task(kernel, state, emb_rows, emb_cols, d_rows, d_cols, spec):
+        if tuple(spec.tile) == tuple(tile):
             kernel = _FailingKernel(kernel)
-        return original(kernel, state, emb_rows, emb_cols, d_rows, d_cols, store_path, grid, tl, ids, *rest)
+        return original(kernel, state, emb_rows, emb_cols, d_rows, d_cols, spec)
 
     tile_task.__wrapped__ = original
     tasks.tile_task = tile_task

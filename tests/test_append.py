@@ -23,11 +23,13 @@ import pytest
 import zarr
 from test_deploy import GRAMDIST, ROOT, DaskProcesses, last_json, one_error_line, run_cli
 
-from gramdist.engine import store as st
 from gramdist.engine.append import append
-from gramdist.engine.lock import StoreLock
+from gramdist.engine.context import RunContext
+from gramdist.engine.placement import Placement
 from gramdist.engine.runner import run_job
-from gramdist.engine.store import open_gram, store_info, verify_store
+from gramdist.engine.store import GramStore, StoreLock, open_gram, verify
+from gramdist.engine.store import info as store_info
+from gramdist.engine.store.staging import pending_groups
 from gramdist.errors import DatasetError, StoreError
 from gramdist.jobs import validate_job
 
@@ -71,9 +73,9 @@ def base_and_reference(tmp_path: Path, client, n: int, m: int, **kw) -> tuple[Pa
     """A store of the first ``n`` graphs, and the Gram of a from-scratch run over ``n + m``
     graphs with that store's fitted state."""
     base = tmp_path / "base.zarr"
-    run_job(job(n + m, limit=n, **kw), out=str(base), client=client, progress=False, **QUIET)
+    run_job(job(n + m, limit=n, **kw), out=str(base), placement=Placement(client=client), context=RunContext(log=lambda m: None))
     ref = tmp_path / "ref.zarr"
-    run_job(job(n + m, from_store=str(base), **kw), out=str(ref), client=client, progress=False, **QUIET)
+    run_job(job(n + m, from_store=str(base), **kw), out=str(ref), placement=Placement(client=client), context=RunContext(log=lambda m: None))
     return base, open_gram(ref)[0]
 
 
@@ -87,8 +89,8 @@ def base_and_reference(tmp_path: Path, client, n: int, m: int, **kw) -> tuple[Pa
 def test_append_is_bitwise_a_from_scratch_run(tmp_path, client, n, m, tile, workers):
     base, reference = base_and_reference(tmp_path, client, n, m, tile=tile)
     old = open_gram(base)[0]
-    kwargs = {"client": client} if workers == "cluster" else {"n_workers": 0}
-    res = append(base, new_graphs(n + m, n), **kwargs, **QUIET)
+    where = Placement(client=client) if workers == "cluster" else Placement(in_process=True)
+    res = append(base, new_graphs(n + m, n), placement=where, context=RunContext(log=lambda m: None))
     grown, y = open_gram(base)
     assert res.complete and res.added == m and res.n_rows == n + m
     assert grown.shape == (n + m, n + m) and np.array_equal(grown, reference)
@@ -103,7 +105,7 @@ def test_append_is_bitwise_a_from_scratch_run(tmp_path, client, n, m, tile, work
     assert [a["n_graphs"] for a in info["appends"]] == [m] and info["appends"][0]["rows"] == [n, n + m]
     ids = zarr.open_group(str(base), mode="r")["graph_ids"][...]
     assert np.array_equal(ids, np.arange(n + m)) and len(y) == n + m
-    assert verify_store(base)["problems"] == []
+    assert verify(base)["problems"] == []
 
 
 @pytest.mark.parametrize("kernel, normalize, dtype", [
@@ -113,10 +115,10 @@ def test_append_is_bitwise_a_from_scratch_run(tmp_path, client, n, m, tile, work
 def test_append_other_kernels_and_float32(tmp_path, client, kernel, normalize, dtype):
     base, reference = base_and_reference(tmp_path, client, 23, 17, tile=6, kernel=kernel, normalize=normalize,
                                          dtype=dtype)
-    res = append(base, new_graphs(40, 23), client=client, **QUIET)
+    res = append(base, new_graphs(40, 23), placement=Placement(client=client), context=RunContext(log=lambda m: None))
     grown = open_gram(base)[0]
     assert res.complete and grown.dtype == np.dtype(dtype) and np.array_equal(grown, reference)
-    assert verify_store(base)["problems"] == []
+    assert verify(base)["problems"] == []
 
 
 def test_two_appends_then_a_third_reread_all_sources(tmp_path, client):
@@ -124,7 +126,7 @@ def test_two_appends_then_a_third_reread_all_sources(tmp_path, client):
     base, reference = base_and_reference(tmp_path, client, 20, 25, tile=8)
     spec = synthetic(45)
     for lo, hi in ((20, 26), (26, 31), (31, 45)):
-        res = append(base, {"synthetic": spec, "skip": lo, "limit": hi - lo}, n_workers=0, **QUIET)
+        res = append(base, {"synthetic": spec, "skip": lo, "limit": hi - lo}, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
         assert res.complete and res.n_rows == hi
     assert np.array_equal(open_gram(base)[0], reference)
     assert [a["rows"] for a in store_info(base)["appends"]] == [[20, 26], [26, 31], [31, 45]]
@@ -153,7 +155,7 @@ def test_kept_embeddings_spare_the_old_graphs(tmp_path, client, monkeypatch, kee
     is embedded again."""
     base, reference = base_and_reference(tmp_path, client, 30, 20, tile=6, keep=keep)
     counted = count_embedded(monkeypatch)
-    append(base, {**new_graphs(50, 30), "limit": 9}, n_workers=0, **QUIET)  # 30 -> 39: chunk 5 straddles
+    append(base, {**new_graphs(50, 30), "limit": 9}, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))  # 30 -> 39: chunk 5 straddles
     assert sum(counted) == (39 if not keep else 9)
     counted.clear()
     embeddings = base / "embeddings"
@@ -161,7 +163,7 @@ def test_kept_embeddings_spare_the_old_graphs(tmp_path, client, monkeypatch, kee
     values = zarr.open_array(str(embeddings / "r3" / next(iter(
         p.name for p in (embeddings / "r3").iterdir() if p.is_dir()))), mode="r+")
     values[0] = values[0] + 1  # decodable, but not what was kept: embedded again
-    append(base, {**new_graphs(50, 30), "skip": 39}, n_workers=0, **QUIET)  # 39 -> 50
+    append(base, {**new_graphs(50, 30), "skip": 39}, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))  # 39 -> 50
     assert sorted(counted) == [2, 6, 6, 6, 6]  # chunks 2 and 3 again; the straddling chunk 6; 42..47; 48..49
     assert np.array_equal(open_gram(base)[0], reference)
     assert sorted(p.name for p in embeddings.iterdir() if p.is_dir()) == [f"r{i}" for i in range(9)]
@@ -169,15 +171,15 @@ def test_kept_embeddings_spare_the_old_graphs(tmp_path, client, monkeypatch, kee
 
 def test_reappending_the_same_graphs_does_nothing(tmp_path, client):
     base, reference = base_and_reference(tmp_path, client, 20, 6, tile=8)
-    append(base, new_graphs(26, 20), n_workers=0, **QUIET)
+    append(base, new_graphs(26, 20), placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
     before = {p: p.stat().st_mtime_ns for p in base.rglob("*") if p.is_file()}
     lines = []
-    again = append(base, new_graphs(26, 20), n_workers=0, log=lines.append)
+    again = append(base, new_graphs(26, 20), placement=Placement(in_process=True), context=RunContext(log=lines.append))
     assert again.added == 0 and again.tiles_computed == 0 and "already in the store (append 1" in again.nothing_to_do
     assert any("nothing to do" in line for line in lines)
     assert {p: p.stat().st_mtime_ns for p in base.rglob("*") if p.is_file()} == before
     # the store's own dataset is recognised too
-    first = append(base, {"synthetic": synthetic(26), "limit": 20}, n_workers=0, **QUIET)
+    first = append(base, {"synthetic": synthetic(26), "limit": 20}, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
     assert "already in the store (its dataset" in first.nothing_to_do
     r = run_cli("append", str(base), json.dumps(new_graphs(26, 20)), "--json", "--quiet")
     assert r.returncode == 0 and last_json(r.stdout)["nothing_to_do"], r.stderr
@@ -196,7 +198,7 @@ def test_interrupted_append_reads_as_before_and_resumes(tmp_path, client):
     old = open_gram(base)[0]
     progress_before = store_info(base)["tiles_done"]
     with pytest.raises(KeyboardInterrupt):
-        append(base, new_graphs(55, 30), client=client, progress=stop_after(progress_before + 9), **QUIET)
+        append(base, new_graphs(55, 30), placement=Placement(client=client), context=RunContext(progress=stop_after(progress_before + 9), log=lambda m: None))
     # the store reads as it was: the last complete N, bitwise
     k, y = open_gram(base)
     assert np.array_equal(k, old) and len(y) == 30
@@ -206,28 +208,28 @@ def test_interrupted_append_reads_as_before_and_resumes(tmp_path, client):
     assert 0 < info["pending_append"]["tiles_done"] < info["pending_append"]["tiles_total"]
     text = run_cli("info", str(base)).stdout
     assert "pending:   append of 25 graphs (30 -> 55 rows) in progress or interrupted" in text
-    assert verify_store(base)["problems"] == []
+    assert verify(base)["problems"] == []
     # another append is refused until this one is finished or discarded
     with pytest.raises(StoreError, match="an interrupted append of 25 graphs .* is pending"):
-        append(base, new_graphs(60, 55), n_workers=0, **QUIET)
+        append(base, new_graphs(60, 55), placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
     # the same append (or none) resumes it; a stray staging group (an append killed before it
     # recorded its group) is removed without touching the pending one
-    (base / f"{st.PENDING_PREFIX}0123456789ab").mkdir()
-    res = append(base, None, client=client, **QUIET)
+    (base / "pending_0123456789ab").mkdir()
+    res = append(base, None, placement=Placement(client=client), context=RunContext(log=lambda m: None))
     assert res.complete and res.tiles_kept == progress_before + 9
     assert res.tiles_computed == res.tiles_total - res.tiles_kept
     assert np.array_equal(open_gram(base)[0], reference)
-    assert st.pending_groups(base) == [] and store_info(base)["pending_append"] is None
+    assert pending_groups(GramStore.open(base)) == [] and store_info(base)["pending_append"] is None
 
 
 def test_abort_discards_an_interrupted_append(tmp_path, client):
     base, _ = base_and_reference(tmp_path, client, 20, 10, tile=6)
     old = open_gram(base)[0]
     with pytest.raises(KeyboardInterrupt):
-        append(base, new_graphs(30, 20), n_workers=0, progress=stop_after(12), **QUIET)
-    res = append(base, abort=True, n_workers=0, **QUIET)
+        append(base, new_graphs(30, 20), placement=Placement(in_process=True), context=RunContext(progress=stop_after(12), log=lambda m: None))
+    res = append(base, abort=True, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
     assert res.nothing_to_do == "discarded the interrupted append"
-    assert st.pending_groups(base) == [] and store_info(base)["pending_append"] is None
+    assert pending_groups(GramStore.open(base)) == [] and store_info(base)["pending_append"] is None
     assert np.array_equal(open_gram(base)[0], old)
 
 
@@ -235,41 +237,42 @@ def test_readers_during_a_commit_fail_in_one_line_and_the_next_append_finishes_i
     """A commit killed halfway (after the chunks moved, before the arrays grew): readers are
     told in one line; the next `gramdist append` finishes the commit, bitwise."""
     base, reference = base_and_reference(tmp_path, client, 24, 9, tile=8)
-    real = st.write_done_mask
+    from gramdist.engine.store import staging
+
+    real = staging.write_done_mask
 
     def dies_after_the_chunks_moved(root, mask, checksums=None):
         committing = (root.attrs.get("pending_append") or {}).get("state") == "committing"
-        if Path(st._where(root)).resolve() == base.resolve() and committing:
+        if Path(staging.folder_of(root)).resolve() == base.resolve() and committing:
             raise KeyboardInterrupt  # the process dies here
         return real(root, mask, checksums)
 
-    monkeypatch.setattr(st, "write_done_mask", dies_after_the_chunks_moved)
+    monkeypatch.setattr(staging, "write_done_mask", dies_after_the_chunks_moved)
     with pytest.raises(KeyboardInterrupt):
-        append(base, new_graphs(33, 24), n_workers=0, **QUIET)
-    monkeypatch.setattr(st, "write_done_mask", real)
+        append(base, new_graphs(33, 24), placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
+    monkeypatch.setattr(staging, "write_done_mask", real)
     with pytest.raises(StoreError, match="is being committed; read it again in a moment"):
         open_gram(base)
     for args in (("evaluate", str(base), "--workers", "0", "--folds", "2", "--repeats", "1"), ("info", str(base))):
         line = one_error_line(run_cli(*args))
         assert "an append (24 -> 33 graphs) is being committed; read it again in a moment" in line, line
-    res = append(base, None, n_workers=0, **QUIET)
+    res = append(base, None, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
     assert res.complete and res.tiles_computed == 0
     assert np.array_equal(open_gram(base)[0], reference)
-    assert verify_store(base)["problems"] == []
+    assert verify(base)["problems"] == []
 
 
 def test_rectangular_store_grows_in_rows(tmp_path, client):
     test_all = {"synthetic": {**synthetic(35), "seed": 9}}
     base = tmp_path / "rect.zarr"
-    run_job(job(50, test={**test_all, "limit": 20}, tile=8), out=str(base), client=client, progress=False, **QUIET)
+    run_job(job(50, test={**test_all, "limit": 20}, tile=8), out=str(base), placement=Placement(client=client), context=RunContext(log=lambda m: None))
     ref = tmp_path / "ref.zarr"
-    run_job(job(50, test=test_all, tile=8, from_store=str(base)), out=str(ref), client=client, progress=False,
-            **QUIET)
-    res = append(base, {**test_all, "skip": 20}, client=client, **QUIET)
+    run_job(job(50, test=test_all, tile=8, from_store=str(base)), out=str(ref), placement=Placement(client=client), context=RunContext(log=lambda m: None))
+    res = append(base, {**test_all, "skip": 20}, placement=Placement(client=client), context=RunContext(log=lambda m: None))
     grown = open_gram(base)[0]
     assert res.complete and grown.shape == (35, 50)
     assert np.array_equal(grown, open_gram(ref)[0])
-    assert store_info(base)["test_dataset"]["n_graphs"] == 20 and verify_store(base)["problems"] == []
+    assert store_info(base)["test_dataset"]["n_graphs"] == 20 and verify(base)["problems"] == []
 
 
 def test_moved_sources_are_named_and_base_replaces_them(tmp_path, client, dataset_dir):
@@ -280,30 +283,27 @@ def test_moved_sources_are_named_and_base_replaces_them(tmp_path, client, datase
     spec = {"dataset": {"path": str(src), "limit": 150}, "kernel": {"name": "wl", "h": 2},
             "gram": {"tile_size": 64, "normalize": True}, "_job_name": "m"}
     base = tmp_path / "m.zarr"
-    run_job(validate_job(spec), out=str(base), client=client, progress=False, **QUIET)
+    run_job(validate_job(spec), out=str(base), placement=Placement(client=client), context=RunContext(log=lambda m: None))
     moved = tmp_path / "moved" / "MUTAG"
     moved.parent.mkdir()
     src.rename(moved)
     with pytest.raises(StoreError, match=r"cannot re-read its dataset .*MUTAG.*pass the store's current graphs"):
-        append(base, {"path": str(moved), "skip": 150}, n_workers=0, **QUIET)
+        append(base, {"path": str(moved), "skip": 150}, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
     line = one_error_line(run_cli("append", str(base), f"{{path: {moved}, skip: 150}}"))
     assert "cannot re-read its dataset" in line
     with pytest.raises(StoreError, match="are not the store's"):
-        append(base, {"path": str(moved), "skip": 150}, base={"path": str(moved), "limit": 149}, n_workers=0,
-               **QUIET)
-    res = append(base, {"path": str(moved), "skip": 150}, base={"path": str(moved), "limit": 150}, n_workers=0,
-                 **QUIET)
+        append(base, {"path": str(moved), "skip": 150}, base={"path": str(moved), "limit": 149}, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
+    res = append(base, {"path": str(moved), "skip": 150}, base={"path": str(moved), "limit": 150}, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
     assert res.complete and res.n_rows == 188
     full = tmp_path / "full.zarr"
-    run_job(validate_job({**spec, "dataset": {"path": str(moved)}, "fit": {"from_store": str(base)}}),
-            out=str(full), client=client, progress=False, **QUIET)
+    run_job(validate_job({**spec, "dataset": {"path": str(moved)}, "fit": {"from_store": str(base)}}), out=str(full), placement=Placement(client=client), context=RunContext(log=lambda m: None))
     assert np.array_equal(open_gram(base)[0], open_gram(full)[0])
 
 
 def test_incompatible_new_graphs_are_refused_in_one_line(tmp_path, client):
     base, _ = base_and_reference(tmp_path, client, 20, 5, tile=8)
     with pytest.raises(DatasetError, match="node attribute column"):
-        append(base, {"synthetic": synthetic(25, attr_dim=2), "skip": 20}, n_workers=0, **QUIET)
+        append(base, {"synthetic": synthetic(25, attr_dim=2), "skip": 20}, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
     line = one_error_line(run_cli("append", str(base), "{synthetic: {n_graphs: 3, n_nodes: 5, n_labels: 0, "
                                   "attr_dim: 0, avg_degree: 2}}"))
     assert "cannot be appended" in line and "node_labels" in line, line
@@ -412,6 +412,6 @@ def test_a_process_that_read_the_store_sees_it_grown(tmp_path, client):
     base, reference = base_and_reference(tmp_path, client, 30, 10, tile=8)
     assert _load(str(base)).shape == (30, 30) and normalised_gram(str(base)).shape == (30, 30)
     assert evaluate([str(base)], folds=2, repeats=1)["test_graphs"] == 30
-    append(base, new_graphs(40, 30), n_workers=0, **QUIET)
+    append(base, new_graphs(40, 30), placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
     assert np.array_equal(_load(str(base)), reference) and normalised_gram(str(base)).shape == (40, 40)
     assert evaluate([str(base)], folds=2, repeats=1)["test_graphs"] == 40

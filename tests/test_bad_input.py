@@ -34,8 +34,10 @@ import zarr
 from test_deploy import ROOT, last_json, one_error_line, reference_gram, run_cli
 
 from gramdist.datasets import read_tu
+from gramdist.engine.context import RunContext
+from gramdist.engine.placement import Placement
 from gramdist.engine.runner import run_job
-from gramdist.engine.store import open_gram, read_state, store_info
+from gramdist.engine.store import info, open_gram, read_state
 from gramdist.errors import StoreError
 from gramdist.jobs import load_job
 
@@ -264,7 +266,7 @@ def client():
 def run_ok(job: Path, out: Path, client=None) -> dict:
     """Run ``job`` to completion: in-process on ``client``, else through the real CLI."""
     if client is not None:
-        res = run_job(load_job(job), out=str(out), client=client, progress=False, log=lambda m: None)
+        res = run_job(load_job(job), out=str(out), placement=Placement(client=client), context=RunContext(log=lambda m: None))
         assert res.complete
         return {"tiles_total": res.tiles_total, "complete": res.complete}
     r = run_cli("run", str(job), "--out", str(out), "--quiet", "--json", timeout=180)
@@ -364,7 +366,7 @@ def good_store(tmp_path_factory):
     job.write_text(SYN + KER + "gram: {tile_size: 4}\n")
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
                       silence_logs=logging.ERROR) as c, Client(c) as client:
-        res = run_job(load_job(job), out=str(folder / "good.zarr"), client=client, progress=False)
+        res = run_job(load_job(job), out=str(folder / "good.zarr"), placement=Placement(client=client))
     assert res.complete
     return folder / "good.zarr"
 
@@ -428,7 +430,7 @@ def test_planted_pickle_payload_never_runs(plant, good_store, tmp_path):
         (store / "zarr.json").write_text(json.dumps(meta))
 
     outcomes = {}
-    for name, fn in (("open_gram", open_gram), ("store_info", store_info), ("read_state", read_state)):
+    for name, fn in (("open_gram", open_gram), ("store_info", info), ("read_state", read_state)):
         try:
             fn(store)
             outcomes[name] = "ok"

@@ -7,12 +7,14 @@ import logging
 
 import numpy as np
 import pytest
-import zarr
 from test_deploy import last_json, one_error_line, run_cli
 from test_evaluate import make_store
 
+from gramdist.engine.context import RunContext
+from gramdist.engine.placement import Placement
 from gramdist.engine.runner import run_job
-from gramdist.engine.store import open_gram, store_info, verify_store
+from gramdist.engine.store import info as store_info
+from gramdist.engine.store import open_gram, verify
 from gramdist.errors import StoreError
 from gramdist.evaluation.combine import CombinedSource, combine_stores, evaluate_combined, weight_grid
 from gramdist.evaluation.nested_cv import evaluate
@@ -92,7 +94,7 @@ def mutag_stores(tmp_path_factory, dataset_dir_module):
                       silence_logs=logging.ERROR) as c, Client(c) as client:
         for name, spec in jobs.items():
             job = validate_job({"dataset": {"name": "MUTAG"}, **spec, "_job_name": name})
-            run_job(job, out=str(folder / f"{name}.zarr"), client=client, progress=False, log=lambda m: None)
+            run_job(job, out=str(folder / f"{name}.zarr"), placement=Placement(client=client), context=RunContext(log=lambda m: None))
             out[name] = str(folder / f"{name}.zarr")
     return out
 
@@ -119,8 +121,8 @@ def test_combined_store_equals_the_weighted_sum_and_is_checksummed(mutag_stores,
     expected = CombinedSource((s["wl-raw"], s["dm"], s["wl-norm"]), (0.5, 0.25, 0.25)).gram()
     assert np.allclose(k, expected, rtol=1e-15, atol=1e-15) and np.array_equal(k, k.T)
     assert np.allclose(np.diag(k), 1.0) and min_eigenvalue_ratio(k) > -1e-10
-    assert verify_store(mix)["problems"] == [] and len(y) == 188
-    attrs = dict(zarr.open_group(str(mix), mode="r").attrs)
+    assert verify(mix)["problems"] == [] and len(y) == 188
+    attrs = dict(__import__('zarr').open_group(str(mix), mode="r").attrs)
     assert attrs["combination"]["weights"] == [0.5, 0.25, 0.25]
     assert [p["kernel"]["name"] for p in attrs["combination"]["stores"]] == ["wl", "dm", "wl"]
     assert attrs["combination"]["stores"][1]["dtype"] == "float32" and store_info(mix)["tile_size"] == 40

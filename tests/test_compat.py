@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from gramdist.engine.runner import run_job
-from gramdist.engine.store import open_gram, store_info
+from gramdist.engine.store import info as store_info
+from gramdist.engine.store import open_gram
 from gramdist.jobs import load_job
 
 DATA = Path(__file__).parent / "data" / "stores-0.1.0"
@@ -27,7 +28,7 @@ def test_store_of_release_0_1_0_resumes_to_the_same_bits(tmp_path):
     info = store_info(store)
     assert info["gramdist_version"] == "0.1.0" and (info["tiles_done"], info["tiles_total"]) == (4, 10)
     job = load_job(DATA / "wl-partial.yaml", ["cluster.n_workers=1"])
-    result = run_job(job, out=str(store), progress=False)
+    result = run_job(job, out=str(store))
     assert result.complete and result.tiles_already_done == 4 and result.tiles_computed == 6
     assert sha256(open_gram(store)[0]) == expected["wl-partial.zarr"]
 
@@ -38,5 +39,5 @@ def test_complete_store_of_release_0_1_0_opens_and_is_not_recomputed(tmp_path):
     shutil.copytree(DATA / "dm-complete.zarr", store)
     k, y = open_gram(store)
     assert k.shape == (40, 40) and sha256(k) == expected["dm-complete.zarr"]
-    result = run_job(load_job(DATA / "dm-complete.yaml"), out=str(store), progress=False)
+    result = run_job(load_job(DATA / "dm-complete.yaml"), out=str(store))
     assert result.complete and result.tiles_computed == 0

@@ -21,8 +21,11 @@ import zarr
 from test_deploy import last_json, one_error_line, run_cli
 
 from gramdist.engine.append import append
+from gramdist.engine.context import RunContext
+from gramdist.engine.placement import Placement
 from gramdist.engine.runner import run_job
-from gramdist.engine.store import open_gram, store_info, verify_store
+from gramdist.engine.store import info as store_info
+from gramdist.engine.store import open_gram, verify
 from gramdist.errors import StoreError
 from gramdist.jobs import validate_job
 
@@ -49,13 +52,13 @@ def stores(tmp_path_factory):
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
                       silence_logs=logging.ERROR) as c, Client(c) as client:
         for name, dtype in (("float64", "float64"), ("float32", "float32")):
-            run_job(_job(dtype), out=str(folder / f"{name}.zarr"), client=client, progress=False, **QUIET)
+            run_job(_job(dtype), out=str(folder / f"{name}.zarr"), placement=Placement(client=client), context=RunContext(log=lambda m: None))
             out[name] = folder / f"{name}.zarr"
-        run_job(_job("float64", limit=30), out=str(folder / "appended.zarr"), client=client, progress=False, **QUIET)
-    append(folder / "appended.zarr", {**_job("float64")["dataset"], "skip": 30}, n_workers=0, **QUIET)
+        run_job(_job("float64", limit=30), out=str(folder / "appended.zarr"), placement=Placement(client=client), context=RunContext(log=lambda m: None))
+    append(folder / "appended.zarr", {**_job("float64").dataset, "skip": 30}, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
     out["appended"] = folder / "appended.zarr"
     for path in out.values():
-        assert verify_store(path)["problems"] == []
+        assert verify(path)["problems"] == []
     return out
 
 
@@ -114,7 +117,7 @@ def test_damage_is_reported_repaired_and_recomputed(stores, tmp_path, kind, vari
     shutil.copytree(stores[variant], store)
     damage(store)
 
-    report = verify_store(store)
+    report = verify(store)
     assert report["problems"], report
     assert any(expected in line for line in report["problems"]), report["message"]
     if kind == "diagonal lost":  # the Gram itself is whole and can be trusted: it reads
@@ -126,11 +129,11 @@ def test_damage_is_reported_repaired_and_recomputed(stores, tmp_path, kind, vari
         if recompute:
             assert "tile (1, 3): rows 8..15, columns 24..31" in str(err.value)
 
-    repaired = verify_store(store, repair=True)
+    repaired = verify(store, repair=True)
     assert repaired["repaired"], repaired
     if kind == "diagonal lost":  # the Gram itself is whole: it still reads
         assert np.array_equal(open_gram(store, allow_incomplete=True)[0], undamaged)
-    res = append(store, None, n_workers=0, **QUIET)  # finish the store from its recorded sources
+    res = append(store, None, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))  # finish the store from its recorded sources
     assert res.complete
     if recompute:
         assert res.tiles_computed == 1  # just the damaged tile
@@ -138,7 +141,7 @@ def test_damage_is_reported_repaired_and_recomputed(stores, tmp_path, kind, vari
         assert res.tiles_computed == 0 and res.nothing_to_do  # the repair alone made it whole
     k = open_gram(store)[0]
     assert k.dtype == undamaged.dtype and np.array_equal(k, undamaged)
-    assert verify_store(store)["problems"] == []
+    assert verify(store)["problems"] == []
 
 
 def test_lost_group_metadata_without_a_copy_says_it_cannot_be_trusted(stores, tmp_path):

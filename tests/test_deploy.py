@@ -32,6 +32,8 @@ import numpy as np
 import pytest
 import yaml
 
+from gramdist.engine.context import RunContext
+from gramdist.engine.placement import Placement
 from gramdist.engine.store import open_gram
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,11 +89,11 @@ def reference_gram(job_path: Path) -> np.ndarray:
     from gramdist.testing import gram_by_tiles
 
     job = load_job(job_path)
-    spec = dict(job["kernel"])
+    spec = dict(job.kernel)
     kernel = make_kernel(spec.pop("name"), **spec)
-    graphs = load_dataset(job["dataset"])
-    state = kernel.fit(graphs, job["fit"]["seed"])
-    return gram_by_tiles(kernel, state, graphs, job["gram"]["tile_size"], job["gram"]["normalize"])
+    graphs = load_dataset(job.dataset)
+    state = kernel.fit(graphs, job.fit.seed)
+    return gram_by_tiles(kernel, state, graphs, job.gram.tile_size, job.gram.normalize)
 
 
 def chunks_written(store: Path) -> int:
@@ -699,7 +701,7 @@ def jobqueue_kwargs(path: Path) -> tuple[str, int, dict]:
     from gramdist.jobs import load_job
 
     job = load_job(path)
-    spec = dict(job["cluster"]["jobqueue"])
+    spec = dict(job.cluster.jobqueue)
     return spec.pop("kind"), spec.pop("jobs"), spec
 
 
@@ -930,9 +932,7 @@ def test_tile_window_grows_when_workers_join_late(tmp_path, monkeypatch):
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
         result: dict = {}
-        th = threading.Thread(target=lambda: result.setdefault("r", runner.run_job(
-            load_job(job, ["gram.checkpoint_seconds=0.05"]), out=str(out), client=client, progress=False,
-            log=lines.append)))
+        th = threading.Thread(target=lambda: result.setdefault("r", runner.run_job(load_job(job, ["gram.checkpoint_seconds=0.05"]), out=str(out), placement=Placement(client=client), context=RunContext(log=lines.append))))
         th.start()
         deadline = time.time() + 60
         while chunks_written(out) < 5 and time.time() < deadline and th.is_alive():

@@ -10,10 +10,13 @@ import zarr
 from faultinject import FailTile
 
 from gramdist.datasets import load_dataset
+from gramdist.engine.context import RunContext
+from gramdist.engine.placement import Placement
 from gramdist.engine.runner import run_job
-from gramdist.engine.store import TileGrid, mark_complete, open_gram, read_state, store_info
+from gramdist.engine.store import GramStore, open_gram, read_state
+from gramdist.engine.store import info as store_info
 from gramdist.errors import StoreError, TileError
-from gramdist.jobs import validate_job
+from gramdist.jobs import FitSpec, GramSpec, validate_job
 from gramdist.kernels.features.sparse_features import dot
 from gramdist.kernels.features.wl import WLSubtreeKernel
 
@@ -41,7 +44,7 @@ def test_gram_bitwise_identical_for_tile_sizes(client, tmp_path, mutag, dataset_
     dataset_dir("MUTAG")
     grams = []
     for t in (7, 64, len(mutag)):
-        res = run_job(mutag_job(tile_size=t), out=str(tmp_path / f"t{t}.zarr"), client=client, progress=False)
+        res = run_job(mutag_job(tile_size=t), out=str(tmp_path / f"t{t}.zarr"), placement=Placement(client=client))
         assert res.complete
         grams.append(open_gram(res.store)[0])
     assert np.array_equal(grams[0], grams[1]) and np.array_equal(grams[1], grams[2])
@@ -54,16 +57,16 @@ def test_gram_identical_for_one_and_two_workers(client, tmp_path, dataset_dir):
 
     dataset_dir("MUTAG")
     job = mutag_job(tile_size=32, normalize=True)
-    a = run_job(job, out=str(tmp_path / "two.zarr"), client=client, progress=False)
+    a = run_job(job, out=str(tmp_path / "two.zarr"), placement=Placement(client=client))
     with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0", silence_logs=logging.ERROR) as c:
         with Client(c) as one:
-            b = run_job(job, out=str(tmp_path / "one.zarr"), client=one, progress=False)
+            b = run_job(job, out=str(tmp_path / "one.zarr"), placement=Placement(client=one))
     assert np.array_equal(open_gram(a.store)[0], open_gram(b.store)[0])
 
 
 def test_store_layout_and_attributes(client, tmp_path, mutag, dataset_dir):
     dataset_dir("MUTAG")
-    res = run_job(mutag_job(tile_size=50), out=str(tmp_path / "s.zarr"), client=client, progress=False)
+    res = run_job(mutag_job(tile_size=50), out=str(tmp_path / "s.zarr"), placement=Placement(client=client))
     root = zarr.open_group(res.store, mode="r")
     assert root["gram"].shape == (188, 188) and root["gram"].chunks == (50, 50)
     assert root["tiles_done"].shape == (4, 4)
@@ -97,18 +100,18 @@ def test_resume_computes_only_missing_tiles(client, tmp_path, dataset_dir):
     job = mutag_job(tile_size=20)
     path = str(tmp_path / "r.zarr")
     with pytest.raises(KeyboardInterrupt):
-        run_job(job, out=path, client=client, progress=stop_after(17))
+        run_job(job, out=path, placement=Placement(client=client), context=RunContext(progress=stop_after(17)))
     first = store_info(path)
     assert first["tiles_done"] == 17 and not first["complete"]
     assert store_info(path)["complete"] is False
     with pytest.raises(StoreError, match="incomplete"):
         open_gram(path)
-    second = run_job(job, out=path, client=client, progress=False)
+    second = run_job(job, out=path, placement=Placement(client=client))
     assert second.tiles_already_done == 17 and second.tiles_computed == first["tiles_total"] - 17
     assert second.complete
-    full = run_job(job, out=str(tmp_path / "full.zarr"), client=client, progress=False)
+    full = run_job(job, out=str(tmp_path / "full.zarr"), placement=Placement(client=client))
     assert np.array_equal(open_gram(path)[0], open_gram(full.store)[0])
-    third = run_job(job, out=path, client=client, progress=False)
+    third = run_job(job, out=path, placement=Placement(client=client))
     assert third.tiles_computed == 0
 
 
@@ -118,15 +121,15 @@ def test_store_without_its_diagonal_is_not_complete_and_resumes(client, tmp_path
     dataset_dir("MUTAG")
     job = mutag_job(tile_size=40, normalize=True)
     path = str(tmp_path / "d.zarr")
-    run_job(job, out=path, client=client, progress=False)
+    run_job(job, out=path, placement=Placement(client=client))
     gram = open_gram(path)[0]
     root = zarr.open_group(path, mode="r+")
     diag = root["diag"][...]
     root.attrs["diag_complete"] = False
     root["diag"][...] = 0.0
-    assert not mark_complete(root, TileGrid(188, 188, 40, True))
+    assert not GramStore.open(path, mode="r+").mark_complete()
     assert store_info(path)["complete"] is False
-    again = run_job(job, out=path, client=client, progress=False)
+    again = run_job(job, out=path, placement=Placement(client=client))
     assert again.complete and again.tiles_computed == 0
     assert np.array_equal(zarr.open_group(path, mode="r")["diag"][...], diag)
     assert np.array_equal(open_gram(path)[0], gram)
@@ -135,17 +138,16 @@ def test_store_without_its_diagonal_is_not_complete_and_resumes(client, tmp_path
 def test_rerun_into_store_of_other_job_is_refused(client, tmp_path, dataset_dir):
     dataset_dir("MUTAG")
     path = str(tmp_path / "x.zarr")
-    run_job(mutag_job(), out=path, client=client, progress=False)
+    run_job(mutag_job(), out=path, placement=Placement(client=client))
     other = validate_job({"dataset": {"name": "MUTAG"}, "kernel": {"name": "wl", "h": 2},
                           "gram": {"tile_size": 64}})
     with pytest.raises(StoreError, match="kernel"):
-        run_job(other, out=path, client=client, progress=False)
+        run_job(other, out=path, placement=Placement(client=client))
 
 
 def test_normalized_gram_has_unit_diagonal(client, tmp_path, mutag, dataset_dir):
     dataset_dir("MUTAG")
-    res = run_job(mutag_job(tile_size=40, normalize=True), out=str(tmp_path / "n.zarr"), client=client,
-                  progress=False)
+    res = run_job(mutag_job(tile_size=40, normalize=True), out=str(tmp_path / "n.zarr"), placement=Placement(client=client))
     k = open_gram(res.store)[0]
     ref = reference(mutag)
     d = np.sqrt(np.diag(ref))
@@ -161,11 +163,11 @@ def test_rectangular_test_by_train(client, tmp_path, mutag, dataset_dir):
                                            "n_labels": 7, "attr_dim": 0, "seed": 3}}},
         "kernel": {"name": "wl", "h": 2}, "gram": {"tile_size": 16, "normalize": True},
     })
-    res = run_job(job, out=str(tmp_path / "rect.zarr"), client=client, progress=False)
+    res = run_job(job, out=str(tmp_path / "rect.zarr"), placement=Placement(client=client))
     k, _ = open_gram(res.store)
     assert k.shape == (30, 150)
-    train = load_dataset(job["dataset"])
-    test = load_dataset(job["test"]["dataset"])
+    train = load_dataset(job.dataset)
+    test = load_dataset(job.test_dataset)
     kern = WLSubtreeKernel(2)
     ft, fr = kern.features(test), kern.features(train)
     raw = dot(ft, fr)
@@ -182,11 +184,11 @@ def test_failing_tile_names_tile_and_graphs_and_store_stays_resumable(client, tm
     client.register_plugin(FailTile((1, 2)))
     try:
         with pytest.raises(TileError, match=r"tile \(1, 2\) failed \(row graphs 51\.\.100, column graphs 101\.\.150\)"):
-            run_job(job, out=path, client=client, progress=False)
+            run_job(job, out=path, placement=Placement(client=client))
     finally:
         client.unregister_worker_plugin(FailTile.name)
     assert store_info(path)["complete"] is False
-    res = run_job(job, out=path, client=client, progress=False)
+    res = run_job(job, out=path, placement=Placement(client=client))
     assert res.complete and res.tiles_already_done >= 1
 
 
@@ -195,7 +197,7 @@ def test_output_under_a_file_fails_before_compute(client, tmp_path, dataset_dir)
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(StoreError, match="not writable"):
-        run_job(mutag_job(), out=str(blocker / "g.zarr"), client=client, progress=False)
+        run_job(mutag_job(), out=str(blocker / "g.zarr"), placement=Placement(client=client))
     assert not (tmp_path / "file" / "g.zarr").exists()
 
 
@@ -210,7 +212,7 @@ def test_unwritable_output_fails_before_compute(client, tmp_path, dataset_dir):
         if os.access(locked, os.W_OK):
             pytest.skip("running as a user who can write anywhere")
         with pytest.raises(StoreError, match="not writable"):
-            run_job(mutag_job(), out=str(locked / "g.zarr"), client=client, progress=False)
+            run_job(mutag_job(), out=str(locked / "g.zarr"), placement=Placement(client=client))
     finally:
         locked.chmod(0o700)
 
@@ -219,8 +221,8 @@ def test_fit_sample_is_seeded(client, tmp_path, dataset_dir):
     dataset_dir("MUTAG")
     job = validate_job({"dataset": {"name": "MUTAG"}, "kernel": {"name": "wl", "h": 2},
                         "fit": {"sample_size": 40, "seed": 7}, "gram": {"tile_size": 100}})
-    a = run_job(job, out=str(tmp_path / "a.zarr"), client=client, progress=False)
-    b = run_job(job, out=str(tmp_path / "b.zarr"), client=client, progress=False)
+    a = run_job(job, out=str(tmp_path / "a.zarr"), placement=Placement(client=client))
+    b = run_job(job, out=str(tmp_path / "b.zarr"), placement=Placement(client=client))
     ia = zarr.open_group(a.store, mode="r")["fit_indices"][...]
     ib = zarr.open_group(b.store, mode="r")["fit_indices"][...]
     assert len(ia) == 40 and np.array_equal(ia, ib)
@@ -250,23 +252,19 @@ def test_in_process_and_in_memory_steps_give_the_store_bits(client, tmp_path, mu
     """The engine's steps run in this process (InlineExecutor) or on the cluster, into memory
     or into a store: one Gram, bit for bit, symmetric and test x train."""
     from gramdist.engine.executor import DaskExecutor, InlineExecutor
+    from gramdist.engine.plan import plan_gram
     from gramdist.engine.runner import compute_in_memory
-    from gramdist.engine.steps import plan_gram
 
     dataset_dir("MUTAG")
-    stored = open_gram(run_job(mutag_job(tile_size=50, normalize=normalize), out=str(tmp_path / "s.zarr"),
-                               client=client, progress=False).store)[0]
+    stored = open_gram(run_job(mutag_job(tile_size=50, normalize=normalize), out=str(tmp_path / "s.zarr"), placement=Placement(client=client)).store)[0]
     fit = {"sample_size": None, "seed": 0}
     kernel = WLSubtreeKernel(3)
-    inline = compute_in_memory(InlineExecutor(), plan_gram(kernel, mutag, tile_size=50, normalize=normalize, fit=fit),
-                               log=lambda m: None)
-    on_cluster = compute_in_memory(DaskExecutor(client), plan_gram(kernel, mutag, tile_size=30, normalize=normalize,
-                                                                   fit=fit), log=lambda m: None)
+    inline = compute_in_memory(InlineExecutor(), plan_gram(kernel, mutag, fit=FitSpec(**fit), gram=GramSpec(tile_size=50, normalize=normalize)), context=RunContext(log=lambda m: None))
+    on_cluster = compute_in_memory(DaskExecutor(client), plan_gram(kernel, mutag, fit=FitSpec(**fit), gram=GramSpec(tile_size=30, normalize=normalize)), context=RunContext(log=lambda m: None))
     assert np.array_equal(inline.gram, stored) and np.array_equal(on_cluster.gram, stored)
     assert np.array_equal(inline.diag_rows, np.diag(reference(mutag)))
     # K(test, train) with the state fitted on train: the rows of the symmetric Gram
-    rect = compute_in_memory(InlineExecutor(), plan_gram(kernel, mutag, mutag[150:], tile_size=16, normalize=normalize,
-                                                         fit=fit), state=inline.state, log=lambda m: None)
+    rect = compute_in_memory(InlineExecutor(), plan_gram(kernel, mutag, mutag[150:], fit=FitSpec(**fit), gram=GramSpec(tile_size=16, normalize=normalize)), state=inline.state, context=RunContext(log=lambda m: None))
     assert np.array_equal(rect.gram, stored[150:])
 
 
@@ -274,14 +272,14 @@ def test_in_process_executor_reports_a_failing_tile_like_the_cluster(mutag, data
     import faultinject
 
     from gramdist.engine.executor import InlineExecutor
+    from gramdist.engine.plan import plan_gram
     from gramdist.engine.runner import compute_in_memory
-    from gramdist.engine.steps import plan_gram
 
     dataset_dir("MUTAG")
     faultinject.install((1, 2))
     try:
-        plan = plan_gram(WLSubtreeKernel(3), mutag, tile_size=50, normalize=False, fit={"seed": 0})
+        plan = plan_gram(WLSubtreeKernel(3), mutag, fit=FitSpec(**{"seed": 0}), gram=GramSpec(tile_size=50, normalize=False))
         with pytest.raises(TileError, match=r"tile \(1, 2\) failed \(row graphs 51\.\.100, column graphs 101\.\.150\)"):
-            compute_in_memory(InlineExecutor(), plan, log=lambda m: None)
+            compute_in_memory(InlineExecutor(), plan, context=RunContext(log=lambda m: None))
     finally:
         faultinject.uninstall()

@@ -17,7 +17,7 @@ import gramdist
 from gramdist import GramTransformer, compute_gram
 from gramdist.datasets import make_synthetic
 from gramdist.engine.runner import run_job
-from gramdist.engine.store import open_gram, verify_store
+from gramdist.engine.store import open_gram, verify
 from gramdist.jobs import validate_job
 from gramdist.kernels import ODDSTKernel, PowerKernel, WLSubtreeKernel
 from gramdist.kernels.features.sparse_features import dot
@@ -42,7 +42,7 @@ def test_fit_transform_is_the_cli_store_bit_for_bit(mutag, tmp_path, dataset_dir
     dataset_dir("MUTAG")
     job = validate_job({"dataset": {"name": "MUTAG"}, "kernel": {"name": "wl", "h": 3},
                         "gram": {"tile_size": 64, "normalize": True}, "cluster": {"n_workers": 1}})
-    stored = open_gram(run_job(job, out=str(tmp_path / "cli.zarr"), progress=False).store)[0]
+    stored = open_gram(run_job(job, out=str(tmp_path / "cli.zarr")).store)[0]
     K = GramTransformer(WLSubtreeKernel(h=3), normalize=True).fit_transform(mutag)
     assert isinstance(K, np.ndarray) and K.dtype == np.float64 and K.shape == (188, 188)
     assert np.array_equal(K, stored)
@@ -250,23 +250,29 @@ def test_active_client_and_shared_cluster(small):
 
     from gramdist.engine import cluster
     from gramdist.engine.executor import DaskExecutor, InlineExecutor
+    from gramdist.engine.placement import Placement
+    from gramdist.jobs import ClusterSpec
+
+    def executor_for(n, **kw):
+        with Placement(shared=True, **kw).executor(n) as ex:
+            return ex
 
     expected = GramTransformer(WLSubtreeKernel(h=2), normalize=True, in_process=True).fit_transform(small)
-    assert isinstance(cluster.executor_for(100), InlineExecutor)
+    assert isinstance(executor_for(100), InlineExecutor)
     with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0", processes=False) as lc, \
             Client(lc) as client:
-        ex = cluster.executor_for(100)
+        ex = executor_for(100)
         assert isinstance(ex, DaskExecutor) and ex.client is client  # the active client wins
         K = GramTransformer(WLSubtreeKernel(h=2), normalize=True).fit_transform(small)
         assert np.array_equal(K, expected)
-        assert isinstance(cluster.executor_for(100, in_process=True), InlineExecutor)
+        assert isinstance(executor_for(100, in_process=True), InlineExecutor)
     try:
-        first = cluster.shared_client({"n_workers": 1})
+        first = cluster.shared_client(ClusterSpec(n_workers=1))
         gt = GramTransformer(WLSubtreeKernel(h=2), normalize=True, in_process=False)
         assert np.array_equal(gt.fit_transform(small), expected)
         assert cluster.shared_client() is first  # started once, reused: no second start-up
         assert np.array_equal(gt.transform(small[:5]), expected[:5])
-        assert cluster.executor_for(10**9).client is first  # big Grams go to it too
+        assert executor_for(10**9).client is first  # big Grams go to it too
     finally:
         cluster.close_shared_client()
 
@@ -285,8 +291,8 @@ def test_clone_shares_a_live_client():
 def test_store_mode_writes_like_gramdist_run_and_returns_dask(mutag, tmp_path, dataset_dir):
     import dask.array as da
 
-    from gramdist.engine.lock import StoreLock
-    from gramdist.engine.store import store_info
+    from gramdist.engine.store import StoreLock
+    from gramdist.engine.store import info as store_info
 
     dataset_dir("MUTAG")
     in_memory = GramTransformer(WLSubtreeKernel(h=3), normalize=True).fit(mutag[:150])
@@ -297,7 +303,7 @@ def test_store_mode_writes_like_gramdist_run_and_returns_dask(mutag, tmp_path, d
     assert np.array_equal(K.compute(), in_memory.transform(mutag[:150]))
     info = store_info(path)
     assert info["complete"] and info["symmetric"] and info["tiles_total"] == 6 and not info["needs_upgrade"]
-    assert verify_store(path)["damaged"] == [] and not (tmp_path / "train.zarr.lock").exists()
+    assert verify(path)["damaged"] == [] and not (tmp_path / "train.zarr.lock").exists()
     assert np.array_equal(open_gram(path)[1], mutag.y[:150])  # y reaches the store, for `evaluate`
     T = gt.transform(mutag[150:])
     assert isinstance(T, da.Array) and T.shape == (38, 150)
@@ -309,7 +315,7 @@ def test_store_mode_writes_like_gramdist_run_and_returns_dask(mutag, tmp_path, d
     untouched = path / "gram" / "c" / "2" / "2"
     stamp = untouched.stat().st_mtime_ns
     chunk.unlink()
-    assert verify_store(path, repair=True)["damaged"] == [[0, 1]]
+    assert verify(path, repair=True)["damaged"] == [[0, 1]]
     again = GramTransformer(WLSubtreeKernel(h=3), normalize=True, store=str(path), tile_size=64)
     assert np.array_equal(again.fit_transform(mutag[:150], mutag.y[:150]).compute(), K.compute())
     assert chunk.exists() and untouched.stat().st_mtime_ns == stamp

@@ -7,27 +7,16 @@ import shutil
 import numpy as np
 import pytest
 
-from gramdist.engine import store as st
+from gramdist.engine.store import GramStore
 from gramdist.errors import StoreError
 from gramdist.evaluation import nested_cv
 from gramdist.evaluation.nested_cv import evaluate, outer_fold
 
 
 def make_store(path, k, y, checksum="same", complete=True):
-    n = len(y)
-    grid = st.TileGrid(n, n, n, True)
-    root = st.create_store(path, grid, {"gramdist_version": "test", "tile_size": n, "symmetric": True,
-                                        "dataset_checksum": checksum, "kernel": {"name": "test"}})
-    root["gram"][...] = k
-    st.write_vector(root, "y", y)
-    st.write_vector(root, "graph_ids", np.arange(n))
-    if complete:
-        st.write_vector(root, "diag", np.diag(k).copy())
-        root.attrs["diag_complete"] = True
-        # the one tile is recorded with its checksum, as the engine's client does
-        st.write_done_mask(root, np.ones((1, 1), bool), np.array([[st.tile_checksum(k)]], dtype=np.uint64))
-        st.mark_complete(root, grid)
-    return str(path)
+    from storeutil import matrix_store
+
+    return matrix_store(path, k, y, attrs={"dataset_checksum": checksum}, complete=complete)
 
 
 def informative_and_noise(n=80, seed=0):
@@ -157,13 +146,13 @@ def test_store_digest_follows_the_content(tmp_path):
     a = make_store(tmp_path / "a.zarr", good, y)
     b = make_store(tmp_path / "b.zarr", good, y)
     c = make_store(tmp_path / "c.zarr", good + 1e-9, y)
-    assert st.store_digest(a) == st.store_digest(b) != st.store_digest(c)
+    digest = [GramStore.open(s).digest() for s in (a, b, c)]
+    assert digest[0] == digest[1] != digest[2]
 
 
 def test_supervised_fit_graphs_are_never_tested(tmp_path, monkeypatch):
     # A kernel whose fit used the labels of some graphs lists them in its state
     # (supervised_graph_ids): evaluate must keep them in every training part, never in a test fold.
-    import zarr
 
     import gramdist.evaluation.nested_cv as ev
     from gramdist.kernels.base import KernelState
@@ -171,8 +160,8 @@ def test_supervised_fit_graphs_are_never_tested(tmp_path, monkeypatch):
     y, good, noise = informative_and_noise(n=80, seed=5)
     path = make_store(tmp_path / "sup.zarr", noise + good, y)
     supervised = np.r_[np.arange(0, 30, 2), np.arange(40, 70, 3)]        # graph_ids are 0..n-1 here
-    st.write_state(zarr.open_group(path, mode="r+"),
-                   KernelState(attrs={"supervised_graph_ids": supervised.tolist()}), supervised)
+    GramStore.open(path, "r+").write_state(KernelState(attrs={"supervised_graph_ids": supervised.tolist()}),
+                                           supervised)
     seen = []
     original = ev.outer_fold
 
@@ -196,8 +185,8 @@ def test_supervised_fit_graphs_are_never_tested(tmp_path, monkeypatch):
     plain = make_store(tmp_path / "plain.zarr", noise + good, y)
     assert evaluate([plain], folds=5, repeats=1)["supervised_fit_graphs"] == 0
     # too few unsupervised graphs left for the folds: refused, with the reason
-    st.write_state(zarr.open_group(path, mode="r+"), KernelState(attrs={"supervised_graph_ids": list(range(75))}),
-                   np.arange(75))
+    GramStore.open(path, "r+").write_state(KernelState(attrs={"supervised_graph_ids": list(range(75))}),
+                                           np.arange(75))
     with pytest.raises(StoreError, match="kernel fit used"):
         evaluate([path], folds=5, repeats=1)
 

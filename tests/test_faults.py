@@ -36,8 +36,10 @@ from test_deploy import (
     synthetic_job,
 )
 
+from gramdist.engine.placement import Placement
 from gramdist.engine.runner import run_job
-from gramdist.engine.store import open_gram, store_info
+from gramdist.engine.store import info as store_info
+from gramdist.engine.store import open_gram
 from gramdist.errors import StoreError, TileError
 from gramdist.jobs import load_job
 
@@ -238,7 +240,7 @@ def test_store_with_complete_flag_but_missing_tiles_is_not_complete(fault_job, t
     src = tmp_path / "complete.zarr"
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
                       silence_logs=logging.ERROR) as c, Client(c) as client:
-        assert run_job(load_job(small), out=str(src), client=client, progress=False).complete
+        assert run_job(load_job(small), out=str(src), placement=Placement(client=client)).complete
     bad = tmp_path / "copy.zarr"
     shutil.copytree(src, bad)
     mask = zarr.open_array(str(bad / "tiles_done"), mode="r+")
@@ -271,7 +273,7 @@ def _complete_small_store(tmp_path: Path, name: str = "complete.zarr", **job_kw)
     out = tmp_path / name
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
                       silence_logs=logging.ERROR) as c, Client(c) as client:
-        assert run_job(load_job(job), out=str(out), client=client, progress=False).complete
+        assert run_job(load_job(job), out=str(out), placement=Placement(client=client)).complete
     return job, out
 
 
@@ -280,12 +282,12 @@ def test_chunk_lost_after_completion_is_caught_repaired_and_recomputed(tmp_path)
     short, a cleanup script) would silently give zeros. Each tile's checksum, recorded when it
     was written, catches it in `open_gram` (and so in `evaluate`) and in `gramdist verify`;
     `verify --repair` unmarks the tile and a rerun recomputes exactly that tile."""
-    from gramdist.engine.store import verify_store
+    from gramdist.engine.store import verify
 
     job, out = _complete_small_store(tmp_path)
     reference = reference_gram(job)
     assert np.array_equal(open_gram(out)[0], reference)
-    report = verify_store(out)
+    report = verify(out)
     assert report["verifiable"] and report["checked"] == 55 and report["damaged"] == []
     assert run_cli("verify", str(out)).returncode == 0
 
@@ -299,7 +301,7 @@ def test_chunk_lost_after_completion_is_caught_repaired_and_recomputed(tmp_path)
     ev = one_error_line(run_cli("evaluate", str(out), "--workers", "0", "--repeats", "1"))
     assert "(2, 6)" in ev and "verify --repair" in ev, ev
 
-    repaired = verify_store(out, repair=True)
+    repaired = verify(out, repair=True)
     assert repaired["damaged"] == [[2, 6]]
     info = store_info(out)
     assert info["complete"] is False and info["tiles_done"] == 54
@@ -308,21 +310,21 @@ def test_chunk_lost_after_completion_is_caught_repaired_and_recomputed(tmp_path)
     s = last_json(r.stdout)
     assert s["complete"] and s["tiles_computed"] == 1 and s["tiles_already_done"] == 54
     assert np.array_equal(open_gram(out)[0], reference)
-    assert verify_store(out)["damaged"] == []
+    assert verify(out)["damaged"] == []
 
 
 def test_changed_value_in_a_chunk_is_caught_and_old_stores_still_open(tmp_path):
     """One changed float in a diagonal tile fails the check; a store made before checksums
     were recorded (no ``tile_checksums`` array) opens as before and `verify` says it cannot
     check it (exit 0)."""
-    from gramdist.engine.store import verify_store
+    from gramdist.engine.store import verify
 
     job, out = _complete_small_store(tmp_path)
     gram = zarr.open_array(str(out / "gram"), mode="r+")
     gram[33, 35] = np.nextafter(gram[33, 35], 2.0)  # one ulp, inside diagonal tile (3, 3)
     with pytest.raises(StoreError, match=r"tile \(3, 3\)"):
         open_gram(out)
-    assert verify_store(out)["damaged"] == [[3, 3]]
+    assert verify(out)["damaged"] == [[3, 3]]
 
     old = tmp_path / "old.zarr"
     shutil.copytree(out, old)
@@ -335,7 +337,7 @@ def test_changed_value_in_a_chunk_is_caught_and_old_stores_still_open(tmp_path):
 
 def test_rectangular_store_records_and_verifies_checksums(tmp_path):
     """test x train stores have no mirrors: every tile is checked in its one place."""
-    from gramdist.engine.store import verify_store
+    from gramdist.engine.store import verify
 
     test_set = "test:\n  dataset: {synthetic: {n_graphs: 30, n_nodes: [8, 16], avg_degree: 2.5, n_labels: 5, seed: 6}}\n"
     job = synthetic_job(tmp_path / "rect.yaml", n_graphs=100, tile=10, extra=test_set)
@@ -344,10 +346,10 @@ def test_rectangular_store_records_and_verifies_checksums(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     info = store_info(rect)
     assert info["symmetric"] is False and info["shape"] == [30, 100]
-    report = verify_store(rect)
+    report = verify(rect)
     assert report["verifiable"] and report["damaged"] == [] and report["checked"] == info["tiles_total"] == 30
     (rect / "gram" / "c" / "2" / "5").unlink()
-    assert verify_store(rect)["damaged"] == [[2, 5]]
+    assert verify(rect)["damaged"] == [[2, 5]]
 
 
 # ----------------------------------------------------------------------------- failing tile
@@ -474,12 +476,12 @@ def test_enospc_on_chunk_writes_simulated(fault_job, tmp_path, monkeypatch):
                       silence_logs=logging.ERROR) as c, Client(c) as client:
         monkeypatch.setattr(local, "_put", full_disk_put)
         with pytest.raises(TileError, match="No space left on device") as err:
-            run_job(load_job(job), out=str(out), client=client, progress=False)
+            run_job(load_job(job), out=str(out), placement=Placement(client=client))
         record("enospc_simulated", message=str(err.value), tiles_done=store_info(out)["tiles_done"])
         assert store_info(out)["complete"] is False
         assert zarr.open_group(str(out), mode="r").attrs["complete"] is False
         monkeypatch.setattr(local, "_put", real_put)
-        res = run_job(load_job(job), out=str(out), client=client, progress=False)
+        res = run_job(load_job(job), out=str(out), placement=Placement(client=client))
     assert res.complete and res.tiles_already_done + res.tiles_computed == res.tiles_total
     assert np.array_equal(open_gram(out)[0], undisturbed)
 

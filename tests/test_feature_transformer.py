@@ -16,16 +16,16 @@ from sklearn.svm import LinearSVC
 
 import gramdist
 from gramdist import FeatureTransformer, GramTransformer
-from gramdist.engine import feature_store as fs
+from gramdist.engine import store as fs
+from gramdist.engine.context import RunContext
 from gramdist.engine.executor import InlineExecutor
 from gramdist.engine.featurize import (
-    DEFAULT_EIG_CUTOFF,
-    LANDMARK_RULES,
-    NystroemSpec,
     compute_features,
     open_sink,
     plan_features,
 )
+from gramdist.engine.nystroem import DEFAULT_EIG_CUTOFF, LANDMARK_RULES, NystroemSpec
+from gramdist.engine.store import FeatureStore
 from gramdist.jobs import validate_job
 from gramdist.kernels import WLSubtreeKernel
 
@@ -37,7 +37,7 @@ def cli_store(kernel, path, nystroem=None, normalize=True, **fit):
     job = validate_job({"dataset": {"name": "MUTAG"}, "kernel": kernel, "fit": {"seed": 0, **fit},
                         "gram": {"normalize": normalize}, "_job_name": "t"})
     plan = plan_features(job, nystroem=nystroem)
-    compute_features(InlineExecutor(), plan, open_sink(plan, str(path), overwrite=False), **QUIET)
+    compute_features(InlineExecutor(), plan, open_sink(plan, str(path), overwrite=False), RunContext(log=lambda m: None))
     return str(path)
 
 
@@ -129,7 +129,7 @@ def test_nystroem_rows_equal_the_cli_store_bit_for_bit(mutag, tmp_path, dataset_
     name, params = kernel["name"], {k: v for k, v in kernel.items() if k != "name"}
     ft = FeatureTransformer(name, kernel_params=params, nystroem=24, landmarks=rule, normalize=True, seed=0)
     phi = ft.fit_transform(mutag)
-    nys = fs.read_nystroem(path)
+    nys = FeatureStore.open(path).read_nystroem()
     assert np.array_equal(ft.nystroem_.landmark_indices, nys.landmark_indices)
     assert np.array_equal(ft.nystroem_.projection, nys.projection)
     assert isinstance(phi, np.ndarray) and phi.shape == stored.shape == (188, ft.n_features_out_)
@@ -159,14 +159,14 @@ def test_store_mode_writes_the_cli_store_and_maps_new_graphs_with_from(mutag, tm
     expected_tr, expected_te = mem.fit_transform(train), mem.transform(test)
     ft = FeatureTransformer("wl", store=str(tmp_path / "f.zarr"), **params)
     x_tr = ft.fit_transform(train)
-    assert ft.store_ == str(tmp_path / "f.zarr") and fs.open_feature_store(ft.store_).attrs["complete"]
+    assert ft.store_ == str(tmp_path / "f.zarr") and FeatureStore.open(ft.store_).root.attrs["complete"]
     assert np.array_equal(dense(x_tr), dense(expected_tr))
     assert np.array_equal(dense(gramdist.open_features(ft.store_)[0]), dense(expected_tr))
     x_te = ft.transform(test)
     siblings = sorted(p.name for p in tmp_path.iterdir() if ".transform-" in p.name and p.suffix == ".zarr")
     assert len(siblings) == 1 and siblings[0].startswith("f.transform-")
     assert np.array_equal(dense(x_te), dense(expected_te))
-    info = fs.feature_info(tmp_path / siblings[0])
+    info = fs.info(tmp_path / siblings[0])
     assert info["complete"] and info["from_store"] == str((tmp_path / "f.zarr").resolve())
     # a second fit finds the store complete and reads it back: same bits
     assert np.array_equal(dense(FeatureTransformer("wl", store=str(tmp_path / "f.zarr"), **params)
@@ -225,11 +225,18 @@ def test_bad_parameters_fail_at_fit_with_the_name(mutag, dataset_dir, params, ma
         FeatureTransformer("wl", **params).fit(mutag[:10])
 
 
-def test_constants_repeated_for_a_light_import_agree():
+def test_the_transformer_shares_the_engines_nystroem_settings_and_imports_no_zarr():
+    import subprocess
+    import sys
+
     from gramdist import feature_transformer
 
-    assert feature_transformer._LANDMARK_RULES == LANDMARK_RULES
+    assert feature_transformer.LANDMARK_RULES is LANDMARK_RULES  # one definition, Zarr-free
     assert "FeatureTransformer" in gramdist.__all__
+    code = ("import sys, gramdist.feature_transformer\n"
+            "print([m for m in ('zarr', 'dask', 'distributed') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
 
 
 def test_a_client_gives_the_same_bits_as_this_process(mutag, dataset_dir):

@@ -13,21 +13,25 @@ import gramdist
 from gramdist.arrayops import normalize_block
 from gramdist.datasets import make_synthetic
 from gramdist.datasets.lazy import GraphChunk, LazySynthetic, open_dataset
-from gramdist.engine import feature_store as fs
 from gramdist.engine import steps
+from gramdist.engine import store as fs
+from gramdist.engine.context import RunContext
 from gramdist.engine.executor import DaskExecutor, InlineExecutor
 from gramdist.engine.featurize import (
-    NystroemSpec,
-    _d2_draw,
+    FeatureRequest,
     compute_features,
     feature_plan,
     featurize_job,
     open_sink,
     plan_features,
 )
+from gramdist.engine.nystroem import NystroemSpec
+from gramdist.engine.nystroem import d2_draw as _d2_draw
+from gramdist.engine.plan import plan_gram, plan_job
 from gramdist.engine.runner import compute_in_memory
+from gramdist.engine.store import FeatureStore
 from gramdist.errors import JobError, StoreError
-from gramdist.jobs import validate_job
+from gramdist.jobs import FitSpec, GramSpec, validate_job
 
 QUIET = {"log": lambda _msg: None}
 
@@ -41,11 +45,11 @@ def featurize(j, path, ex=None, progress=False, **kwargs):
     """Features of job ``j`` into ``path`` in this process (or on ``ex``)."""
     plan = plan_features(j, **kwargs)
     sink = open_sink(plan, str(path), overwrite=False)
-    return compute_features(ex or InlineExecutor(), plan, sink, progress=progress, **QUIET)
+    return compute_features(ex or InlineExecutor(), plan, sink, RunContext(progress=progress, log=lambda m: None))
 
 
 def exact_gram(j):
-    return compute_in_memory(InlineExecutor(), steps.plan_job(j), **QUIET)
+    return compute_in_memory(InlineExecutor(), plan_job(j), context=RunContext(log=lambda m: None))
 
 
 def csr_gram(x):
@@ -94,9 +98,9 @@ def test_store_layout_columns_and_chunk_size_invariance(tmp_path, mutag, dataset
     for x, y in stores[1:]:
         assert (x != stores[0][0]).nnz == 0 and np.array_equal(x.indptr, stores[0][0].indptr)
         assert np.array_equal(y, mutag.y)
-    cols = fs.feature_columns(tmp_path / "b7.zarr")
+    cols = FeatureStore.open(tmp_path / "b7.zarr").columns()
     assert cols.dtype == np.uint64 and np.all(cols[1:] > cols[:-1]) and len(cols) == stores[0][0].shape[1]
-    info = fs.feature_info(tmp_path / "b7.zarr")
+    info = fs.info(tmp_path / "b7.zarr")
     assert info["complete"] and info["chunks_total"] == 27 and info["nnz"] == stores[0][0].nnz
     assert info["feature_kind"] == "sparse" and info["disk_bytes"] > 0
     # another store's columns line rows up with these ones (features outside them dropped)
@@ -113,19 +117,19 @@ def test_kernel_without_explicit_features_asks_for_nystroem(dataset_dir):
 
 def test_gram_and_feature_stores_are_told_apart(tmp_path, dataset_dir):
     from gramdist.engine.runner import compute_into_store
-    from gramdist.engine.store import open_store
+    from gramdist.engine.sinks import StoreSink
+    from gramdist.engine.store import GramStore, Location
 
     dataset_dir("MUTAG")
     j = job({"name": "wl", "h": 1})
     featurize(j, tmp_path / "f.zarr")
-    plan = steps.plan_job(j)
-    root = steps.create_store(plan, str(tmp_path / "g.zarr"), False)
-    compute_into_store(InlineExecutor(), plan, steps.StoreSink(root, str(tmp_path / "g.zarr"), plan.grid), False,
-                       lambda _msg: None)
+    plan = plan_job(j)
+    store = steps.create_store(plan, Location(tmp_path / "g.zarr"), False)
+    compute_into_store(InlineExecutor(), plan, StoreSink(store), RunContext(log=lambda _msg: None))
     with pytest.raises(StoreError, match="not a Gram store"):
-        open_store(tmp_path / "f.zarr")
+        GramStore.open(tmp_path / "f.zarr")
     with pytest.raises(StoreError, match="a Gram store, not a feature store"):
-        fs.open_feature_store(tmp_path / "g.zarr")
+        FeatureStore.open(tmp_path / "g.zarr")
     assert fs.is_feature_store(tmp_path / "f.zarr") and not fs.is_feature_store(tmp_path / "g.zarr")
 
 
@@ -141,8 +145,8 @@ def test_interrupted_run_resumes_to_the_same_store(tmp_path, dataset_dir):
 
     with pytest.raises(KeyboardInterrupt):
         featurize(j, tmp_path / "s.zarr", chunk_size=20, progress=stop_after_three)
-    root = fs.open_feature_store(tmp_path / "s.zarr")
-    assert not root.attrs["complete"] and int(fs.read_chunk_mask(root)[0].sum()) == 3
+    store = FeatureStore.open(tmp_path / "s.zarr")
+    assert not store.complete and int(store.chunk_mask()[0].sum()) == 3
     with pytest.raises(StoreError, match="incomplete"):
         gramdist.open_features(str(tmp_path / "s.zarr"))
     res = featurize(j, tmp_path / "s.zarr", chunk_size=20)
@@ -163,14 +167,14 @@ def test_lost_chunk_is_caught_and_repaired(tmp_path, dataset_dir):
     shutil.rmtree(path / "data" / "2" / "c")  # Zarr now reads chunk 2's values as zeros
     with pytest.raises(StoreError, match="chunk 2 .graphs 100..149"):
         gramdist.open_features(str(path))
-    report = fs.verify_features(path)
+    report = fs.verify(path)
     assert report["damaged"] == [2] and report["checked"] == 4
-    report = fs.verify_features(path, repair=True)
-    assert not fs.open_feature_store(path).attrs["complete"]
+    report = fs.verify(path, repair=True)
+    assert not FeatureStore.open(path).root.attrs["complete"]
     res = featurize(j, path, chunk_size=50)
     assert res.chunks_computed == 1 and res.complete
     again, _ = gramdist.open_features(str(path))
-    assert (again != good).nnz == 0 and fs.verify_features(path)["damaged"] == []
+    assert (again != good).nnz == 0 and fs.verify(path)["damaged"] == []
 
 
 # ------------------------------------------------------------------------------ Nyström
@@ -188,7 +192,7 @@ def test_nystroem_features_match_a_numpy_reference(rule, tmp_path, dataset_dir):
     j = job({"name": "power"}, normalize=True)  # not an explicit-feature kernel
     featurize(j, tmp_path / "n.zarr", chunk_size=40, nystroem=NystroemSpec(60, rule))
     phi, y = gramdist.open_features(str(tmp_path / "n.zarr"))
-    nys = fs.read_nystroem(tmp_path / "n.zarr")
+    nys = FeatureStore.open(tmp_path / "n.zarr").read_nystroem()
     k = exact_gram(j).gram
     ref = nystroem_reference(k, nys.landmark_indices, 1e-8)
     assert phi.shape == ref.shape == (188, nys.rank) and nys.rank <= 60
@@ -225,7 +229,7 @@ def test_nystroem_bits_do_not_depend_on_chunks_or_workers(tmp_path, dataset_dir)
     assert len(res.workers) == 2  # both workers wrote chunks
     a, b, c = (gramdist.open_features(str(tmp_path / f"{n}.zarr"))[0] for n in "abc")
     assert np.array_equal(a, b) and np.array_equal(a, c)
-    na, nc = fs.read_nystroem(tmp_path / "a.zarr"), fs.read_nystroem(tmp_path / "c.zarr")
+    na, nc = FeatureStore.open(tmp_path / "a.zarr").read_nystroem(), FeatureStore.open(tmp_path / "c.zarr").read_nystroem()
     assert np.array_equal(na.landmark_indices, nc.landmark_indices)
     assert np.array_equal(na.projection, nc.projection)
 
@@ -238,10 +242,10 @@ def test_kmeanspp_spends_no_landmark_on_a_duplicate(tmp_path, mutag, dataset_dir
     tripled.graph_ids = np.arange(len(tripled))
     ranks = {}
     for rule in ("kmeans++", "uniform"):
-        gram = steps.plan_gram(WLSubtreeKernel(3), tripled, tile_size=64, normalize=True, fit={"seed": 0})
+        gram = plan_gram(WLSubtreeKernel(3), tripled, fit=FitSpec(**{"seed": 0}), gram=GramSpec(tile_size=64, normalize=True))
         plan = feature_plan(gram, chunk_size=200, nystroem=NystroemSpec(100, rule))
-        compute_features(InlineExecutor(), plan, open_sink(plan, str(tmp_path / f"{rule}.zarr"), False), **QUIET)
-        nys = fs.read_nystroem(tmp_path / f"{rule}.zarr")
+        compute_features(InlineExecutor(), plan, open_sink(plan, str(tmp_path / f"{rule}.zarr"), False), RunContext(log=lambda m: None))
+        nys = FeatureStore.open(tmp_path / f"{rule}.zarr").read_nystroem()
         ranks[rule] = (len(set(nys.landmark_indices % 188)), nys.rank)
     # MUTAG has 171 distinct WL(h=3) vectors of rank 156: k-means++ picks 100 different graphs,
     # uniform draws repeats and gets a smaller basis
@@ -270,12 +274,12 @@ def test_map_new_graphs_later_without_refit(tmp_path, mutag, dataset_dir):
         assert res.complete
         a, _ = gramdist.open_features(str(tmp_path / "train.zarr"))
         if spec is None:  # explicit rows, lined up on the training store's columns
-            b, _ = gramdist.open_features(str(tmp_path / "all.zarr"), columns=fs.feature_columns(tmp_path / "train.zarr"))
+            b, _ = gramdist.open_features(str(tmp_path / "all.zarr"), columns=FeatureStore.open(tmp_path / "train.zarr").columns())
             assert (b[:120] != a).nnz == 0
         else:  # Nyström rows: the same landmarks and projection, the same bits
             b, _ = gramdist.open_features(str(tmp_path / "all.zarr"))
             assert np.array_equal(b[:120], a)
-        assert fs.feature_info(tmp_path / "all.zarr")["from_store"].endswith("train.zarr")
+        assert fs.info(tmp_path / "all.zarr")["from_store"].endswith("train.zarr")
         with pytest.raises(JobError, match="kernel"):
             plan_features(job({"name": "wl", "h": 1}), from_store=str(tmp_path / "train.zarr"))
         shutil.rmtree(tmp_path / "train.zarr")
@@ -351,7 +355,7 @@ def test_hashed_rows_give_the_gram_when_ids_do_not_collide(tmp_path, dataset_dir
     dataset_dir("MUTAG")
     j = job({"name": "wl", "h": 2}, normalize=True)
     featurize(j, tmp_path / "f.zarr", chunk_size=50)
-    cols = fs.feature_columns(tmp_path / "f.zarr")
+    cols = FeatureStore.open(tmp_path / "f.zarr").columns()
     bits = 24
     assert len(np.unique(cols & np.uint64((1 << bits) - 1))) == len(cols)  # no collision at this width
     reader = _ChunkReader(str(tmp_path / "f.zarr"), bits)
@@ -375,11 +379,11 @@ def test_streamed_sgd_learns_a_large_lazy_collection(tmp_path):
 def test_featurize_job_on_a_cluster_spreads_chunks(tmp_path, dataset_dir):
     dataset_dir("MUTAG")
     j = job({"name": "wl", "h": 3})
-    j["cluster"]["n_workers"] = 2
-    res = featurize_job(j, out=str(tmp_path / "f.zarr"), progress=False, chunk_size=20, **QUIET)
+    j = j.with_cluster(n_workers=2)
+    res = featurize_job(j, out=str(tmp_path / "f.zarr"), request=FeatureRequest(chunk_size=20), context=RunContext(log=lambda m: None))
     assert res.complete and res.chunks_computed == 10 and sum(res.workers.values()) == 10
     assert len(res.workers) == 2
-    again = featurize_job(j, out=str(tmp_path / "f.zarr"), progress=False, chunk_size=20, **QUIET)
+    again = featurize_job(j, out=str(tmp_path / "f.zarr"), request=FeatureRequest(chunk_size=20), context=RunContext(log=lambda m: None))
     assert again.chunks_computed == 0 and again.complete
 
 

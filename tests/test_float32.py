@@ -10,12 +10,15 @@ from test_deploy import one_error_line, run_cli, synthetic_job
 
 from gramdist.datasets import load_dataset
 from gramdist.engine import store as st
+from gramdist.engine.context import RunContext
 from gramdist.engine.executor import InlineExecutor
+from gramdist.engine.placement import Placement
+from gramdist.engine.plan import plan_gram
 from gramdist.engine.runner import compute_in_memory, run_job
-from gramdist.engine.steps import plan_gram
-from gramdist.engine.store import open_gram, store_info, verify_store
+from gramdist.engine.store import info as store_info
+from gramdist.engine.store import open_gram, verify
 from gramdist.errors import StoreError
-from gramdist.jobs import load_job
+from gramdist.jobs import FitSpec, GramSpec, load_job
 from gramdist.kernels.features.wl import WLSubtreeKernel
 
 
@@ -30,9 +33,8 @@ def client():
 
 def test_float32_store_is_the_float64_gram_rounded_and_half_the_size(tmp_path, client):
     job = synthetic_job(tmp_path / "j.yaml", n_graphs=150, tile=16, seed=2)
-    a = run_job(load_job(job), out=str(tmp_path / "64.zarr"), client=client, progress=False, log=lambda m: None)
-    b = run_job(load_job(job, ["gram.dtype=float32"]), out=str(tmp_path / "32.zarr"), client=client,
-                progress=False, log=lambda m: None)
+    a = run_job(load_job(job), out=str(tmp_path / "64.zarr"), placement=Placement(client=client), context=RunContext(log=lambda m: None))
+    b = run_job(load_job(job, ["gram.dtype=float32"]), out=str(tmp_path / "32.zarr"), placement=Placement(client=client), context=RunContext(log=lambda m: None))
     k64, k32 = open_gram(a.store)[0], open_gram(b.store)[0]
     assert k64.dtype == np.float64 and k32.dtype == np.float32
     assert np.array_equal(k32, k64.astype(np.float32))  # rounded once, from the float64 tile
@@ -42,17 +44,15 @@ def test_float32_store_is_the_float64_gram_rounded_and_half_the_size(tmp_path, c
     size = {s: sum(f.stat().st_size for f in (tmp_path / s / "gram").rglob("*") if f.is_file())
             for s in ("64.zarr", "32.zarr")}
     assert size["32.zarr"] < 0.6 * size["64.zarr"]
-    assert verify_store(b.store)["problems"] == []
+    assert verify(b.store)["problems"] == []
     # the in-memory steps give the same bits
-    plan = plan_gram(WLSubtreeKernel(2), load_dataset(load_job(job)["dataset"]), tile_size=16, normalize=True,
-                     fit={"seed": 0}, dtype="float32")
-    assert np.array_equal(compute_in_memory(InlineExecutor(), plan, log=lambda m: None).gram, k32)
+    plan = plan_gram(WLSubtreeKernel(2), load_dataset(load_job(job).dataset), fit=FitSpec(**{"seed": 0}), gram=GramSpec(tile_size=16, normalize=True, dtype="float32"))
+    assert np.array_equal(compute_in_memory(InlineExecutor(), plan, context=RunContext(log=lambda m: None)).gram, k32)
 
 
 def test_float32_checksum_catches_one_ulp(tmp_path, client):
     job = synthetic_job(tmp_path / "j.yaml", n_graphs=60, tile=10, seed=3)
-    res = run_job(load_job(job, ["gram.dtype=float32"]), out=str(tmp_path / "s.zarr"), client=client,
-                  progress=False, log=lambda m: None)
+    res = run_job(load_job(job, ["gram.dtype=float32"]), out=str(tmp_path / "s.zarr"), placement=Placement(client=client), context=RunContext(log=lambda m: None))
     import zarr
 
     gram = zarr.open_array(str(tmp_path / "s.zarr" / "gram"), mode="r+")
@@ -68,8 +68,7 @@ def test_float32_checksum_catches_one_ulp(tmp_path, client):
 
 def test_float32_store_resumes_to_the_same_bits(tmp_path, client):
     job = synthetic_job(tmp_path / "j.yaml", n_graphs=120, tile=10, seed=4)
-    whole = run_job(load_job(job, ["gram.dtype=float32"]), out=str(tmp_path / "whole.zarr"), client=client,
-                    progress=False, log=lambda m: None)
+    whole = run_job(load_job(job, ["gram.dtype=float32"]), out=str(tmp_path / "whole.zarr"), placement=Placement(client=client), context=RunContext(log=lambda m: None))
 
     def stop(done, total):
         if done >= 20:
@@ -77,14 +76,13 @@ def test_float32_store_resumes_to_the_same_bits(tmp_path, client):
 
     path = str(tmp_path / "part.zarr")
     with pytest.raises(KeyboardInterrupt):
-        run_job(load_job(job, ["gram.dtype=float32"]), out=path, client=client, progress=stop, log=lambda m: None)
-    again = run_job(load_job(job, ["gram.dtype=float32"]), out=path, client=client, progress=False,
-                    log=lambda m: None)
+        run_job(load_job(job, ["gram.dtype=float32"]), out=path, placement=Placement(client=client), context=RunContext(progress=stop, log=lambda m: None))
+    again = run_job(load_job(job, ["gram.dtype=float32"]), out=path, placement=Placement(client=client), context=RunContext(log=lambda m: None))
     assert again.tiles_already_done == 20 and again.complete
     assert np.array_equal(open_gram(path)[0], open_gram(whole.store)[0])
     # a rerun asking for float64 is another computation
     with pytest.raises(StoreError, match="dtype"):
-        run_job(load_job(job), out=path, client=client, progress=False, log=lambda m: None)
+        run_job(load_job(job), out=path, placement=Placement(client=client), context=RunContext(log=lambda m: None))
 
 
 def test_bad_dtype_is_one_line(tmp_path):

@@ -16,8 +16,8 @@ def write(tmp_path, text, name="mutag-wl.yaml"):
 
 def test_load_fills_defaults_and_name(tmp_path):
     job = load_job(write(tmp_path, "dataset: {name: MUTAG}\nkernel: {name: wl, h: 2}\n"))
-    assert job["_job_name"] == "mutag-wl"
-    assert job["gram"]["tile_size"] == 256 and job["fit"]["seed"] == 0
+    assert job.name == "mutag-wl"
+    assert job.gram.tile_size == 256 and job.fit.seed == 0
 
 
 @pytest.mark.parametrize("text, match", [
@@ -44,8 +44,8 @@ def test_missing_job_file(tmp_path):
 def test_overrides_set_dotted_keys(tmp_path):
     p = write(tmp_path, "dataset: {name: MUTAG}\nkernel: {name: wl, h: 2}\n")
     job = load_job(p, ["kernel.h=4", "dataset.path=/data/MUTAG", "gram.normalize=true"])
-    assert job["kernel"]["h"] == 4 and job["dataset"]["path"] == "/data/MUTAG"
-    assert job["gram"]["normalize"] is True
+    assert job.kernel["h"] == 4 and job.dataset["path"] == "/data/MUTAG"
+    assert job.gram.normalize is True
 
 
 def test_comma_override_makes_a_grid(tmp_path):
@@ -53,8 +53,8 @@ def test_comma_override_makes_a_grid(tmp_path):
     job = load_job(p, ["kernel.h=1,2,3"])
     settings = expand_grid(job)
     assert [name for name, _ in settings] == ["h-1", "h-2", "h-3"]
-    assert [j["kernel"]["h"] for _, j in settings] == [1, 2, 3]
-    assert all("grid" not in j for _, j in settings)
+    assert [j.kernel["h"] for _, j in settings] == [1, 2, 3]
+    assert all(j.grid is None for _, j in settings)
 
 
 def test_grid_section_product(tmp_path):
@@ -68,10 +68,10 @@ def test_single_value_override_pins_a_grid_key(tmp_path):
                         "grid: {kernel.h: [1, 2], gram.normalize: [true, false]}\n")
     job = load_job(p, ["kernel.h=3"])
     settings = expand_grid(job)
-    assert [j["kernel"]["h"] for _, j in settings] == [3, 3]
+    assert [j.kernel["h"] for _, j in settings] == [3, 3]
     assert [name for name, _ in settings] == ["normalize-True", "normalize-False"]
     job = load_job(p, ["kernel.h=3", "gram.normalize=false"])
-    assert [(name, j["kernel"]["h"], j["gram"]["normalize"]) for name, j in expand_grid(job)] == [("", 3, False)]
+    assert [(name, j.kernel["h"], j.gram.normalize) for name, j in expand_grid(job)] == [("", 3, False)]
 
 
 def test_parse_override_errors():

@@ -13,7 +13,7 @@ import numpy as np
 from test_deploy import one_error_line, reference_gram, run_cli, synthetic_job
 from test_faults import finish, start_run, wait_for_chunks
 
-from gramdist.engine import lock as lk
+from gramdist.engine.store import lock as lk
 from gramdist.engine.store import open_gram
 
 
@@ -30,7 +30,7 @@ def test_second_run_on_the_same_store_is_refused_naming_the_first(tmp_path):
     finally:
         code, _, err = finish(first)
     assert code == 0, err[-2000:]
-    assert not lk.lock_path(out).exists()  # released at the end
+    assert not lk.lock_file(out).path.exists()  # released at the end
     assert np.array_equal(open_gram(out)[0], reference_gram(job))
 
 
@@ -52,18 +52,18 @@ def test_lock_of_a_killed_run_is_taken_over_with_a_note(tmp_path):
 def test_lock_of_another_host_is_stale_only_without_heartbeat(tmp_path, monkeypatch):
     store = tmp_path / "remote.zarr"
     record = {"host": "elsewhere", "pid": 1, "since": time.time() - 500, "heartbeat": time.time(), "token": "x"}
-    lk.lock_path(store).write_text(json.dumps(record))
+    lk.lock_file(store).path.write_text(json.dumps(record))
     try:
         lk.StoreLock(store).acquire()
         raise AssertionError("a live lock of another host was taken")
     except lk.StoreBusyError as exc:
         assert "host elsewhere, process 1" in str(exc)
     record["heartbeat"] = time.time() - lk.STALE_SECONDS - 5
-    lk.lock_path(store).write_text(json.dumps(record))
+    lk.lock_file(store).path.write_text(json.dumps(record))
     notes = []
     with lk.StoreLock(store, log=notes.append):
         assert lk.read_lock(store)["pid"] == os.getpid()
-    assert "no heartbeat for" in notes[0] and not lk.lock_path(store).exists()
+    assert "no heartbeat for" in notes[0] and not lk.lock_file(store).path.exists()
 
 
 def test_a_detached_job_takes_over_its_own_lock(tmp_path):
@@ -71,7 +71,7 @@ def test_a_detached_job_takes_over_its_own_lock(tmp_path):
     with lk.StoreLock(store, job_id="abc"):
         record = lk.read_lock(store)
         record["pid"], record["host"] = 999999, "worker-that-died"
-        lk.lock_path(store).write_text(json.dumps(record))
+        lk.lock_file(store).path.write_text(json.dumps(record))
         notes = []
         with lk.StoreLock(store, job_id="abc", log=notes.append):
             assert "it belongs to this job" in notes[0]

@@ -8,6 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from gramdist.engine.placement import Placement
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
@@ -283,13 +284,13 @@ def test_engine_reports_cap_hits_of_every_embedded_graph(tmp_path):
     job = load_job(job_path)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
                       silence_logs=logging.ERROR) as c, Client(c) as client:
-        res = run_job(job, out=str(tmp_path / "cap.zarr"), client=client, progress=False)
+        res = run_job(job, out=str(tmp_path / "cap.zarr"), placement=Placement(client=client))
     assert res.complete
-    spec = dict(job["kernel"])
+    spec = dict(job.kernel)
     kernel = make_kernel(spec.pop("name"), **spec)
     from gramdist.engine.store import read_state
 
-    capped = kernel.embed(load_dataset(job["dataset"]), read_state(tmp_path / "cap.zarr")).capped
+    capped = kernel.embed(load_dataset(job.dataset), read_state(tmp_path / "cap.zarr")).capped
     assert 0 < (capped > 0).sum() < 24  # the test needs graphs where the cap bites and others
     note = [n for n in res.notes if "embedded in this run" in n]
     assert note == [f"per-node cap max_walks_per_node=10 hit on {capped.sum()} roots of {(capped > 0).sum()} "

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import zarr
 
+from gramdist.engine.placement import Placement
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
@@ -318,7 +319,7 @@ def test_engine_gram_same_for_one_and_two_workers(tmp_path, mutag, dataset_dir) 
                             "_job_name": "mutag-x"})
         with LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0",
                           silence_logs=logging.ERROR) as c, Client(c) as client:
-            res = run_job(job, out=str(tmp_path / f"w{workers}-t{tile}.zarr"), client=client, progress=False)
+            res = run_job(job, out=str(tmp_path / f"w{workers}-t{tile}.zarr"), placement=Placement(client=client))
         assert res.complete
         grams[workers, tile] = np.asarray(open_gram(res.store)[0])
     assert np.array_equal(grams[1, 32], grams[2, 50])

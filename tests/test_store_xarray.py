@@ -13,7 +13,8 @@ import pytest
 
 from gramdist.cli import main
 from gramdist.engine.runner import run_job
-from gramdist.engine.store import open_gram, store_info, upgrade_store, verify_store
+from gramdist.engine.store import GramStore, open_gram, verify
+from gramdist.engine.store import info as store_info
 from gramdist.jobs import load_job, validate_job
 
 xr = pytest.importorskip("xarray")
@@ -34,7 +35,7 @@ def synthetic_job(**extra):
 
 
 def test_symmetric_store_is_labelled_by_graph_id_on_both_axes(tmp_path):
-    path = run_job(synthetic_job(), out=str(tmp_path / "s.zarr"), progress=False).store
+    path = run_job(synthetic_job(), out=str(tmp_path / "s.zarr")).store
     K, y = open_gram(path)
     ds = open_dataset(path)
     gram = ds["gram"]
@@ -59,7 +60,7 @@ def open_dataset_group(store, group):
 
 def test_test_by_train_store_labels_rows_and_columns(tmp_path):
     test = {"synthetic": {"n_graphs": 12, "n_nodes": [5, 10], "avg_degree": 2, "n_labels": 3, "seed": 9}}
-    path = run_job(synthetic_job(test={"dataset": test}), out=str(tmp_path / "r.zarr"), progress=False).store
+    path = run_job(synthetic_job(test={"dataset": test}), out=str(tmp_path / "r.zarr")).store
     gram = open_dataset(path)["gram"]
     assert gram.shape == (12, 30)
     assert gram["y"].dims == ("graph_ids",) and gram["y_cols"].dims == ("graph_ids_cols",)
@@ -83,16 +84,16 @@ def test_store_of_release_0_1_0_upgrades_without_touching_the_gram(tmp_path, cap
     assert main(["upgrade", str(store)]) == 0
     assert "added dimension names to" in capsys.readouterr().out
     assert all(p.read_bytes() == b for p, b in chunks.items())  # metadata only
-    assert sha(open_gram(store)[0]) == expected and verify_store(store)["damaged"] == []
+    assert sha(open_gram(store)[0]) == expected and verify(store)["damaged"] == []
     ds = open_dataset(store)
     assert ds["gram"].dims == ("graph_ids", "graph_ids_cols") and sha(ds["gram"].values) == expected
-    assert store_info(store)["needs_upgrade"] == [] and upgrade_store(store) == []
+    assert store_info(store)["needs_upgrade"] == [] and GramStore.open(store, mode='r+').upgrade() == []
     assert main(["upgrade", str(store)]) == 0 and "already up to date" in capsys.readouterr().out
 
 
 def test_resuming_an_old_store_upgrades_it(tmp_path):
     store = tmp_path / "wl-partial.zarr"
     shutil.copytree(OLD / "wl-partial.zarr", store)
-    run_job(load_job(OLD / "wl-partial.yaml", ["cluster.n_workers=1"]), out=str(store), progress=False)
+    run_job(load_job(OLD / "wl-partial.yaml", ["cluster.n_workers=1"]), out=str(store))
     expected = json.loads((OLD / "sha256.json").read_text())["wl-partial.zarr"]
     assert sha(open_dataset(store)["gram"].values) == expected

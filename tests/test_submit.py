@@ -40,7 +40,9 @@ import gramdist.jobs
 from gramdist.engine import detached
 from gramdist.engine.cluster import plain_tcp_warning, warn_plain_tcp
 from gramdist.engine.jobrecord import JobStatus, job_status, read_record, status_from_record
-from gramdist.engine.store import open_gram, store_info, verify_store
+from gramdist.engine.placement import Placement
+from gramdist.engine.store import info as store_info
+from gramdist.engine.store import open_gram, verify
 
 N_GRAPHS, TILE = 160, 10  # 16 x 16 chunks: 136 tiles, 256 chunk files
 TILES = 136
@@ -57,7 +59,7 @@ def job_and_local(tmp_path_factory):
     out = folder / "local.zarr"
     with LocalCluster(n_workers=1, processes=False, dashboard_address=":0", silence_logs=logging.ERROR) as lc, \
             Client(lc) as client:
-        assert run_job(load_job(job), out=str(out), client=client, progress=False).complete
+        assert run_job(load_job(job), out=str(out), placement=Placement(client=client)).complete
     return job, open_gram(out)[0]
 
 
@@ -202,7 +204,7 @@ def test_orchestrator_worker_killed_job_continues_on_another_worker(job_and_loca
         assert any("orchestrator restarted on worker" in m for m in after["messages"]), after["messages"]
         assert any("took over the lock" in m for m in after["messages"]), after["messages"]
         assert np.array_equal(open_gram(out)[0], local)
-        assert verify_store(out)["damaged"] == []
+        assert verify(out)["damaged"] == []
     finally:
         cluster.release()
         cluster.close()
@@ -266,7 +268,7 @@ def test_cancel_by_store_and_by_id_then_resume(cluster, job_and_local, tmp_path)
     cancelled = wait_until(out, ("cancelled", "complete"))
     assert cancelled.state == "cancelled" and cancelled.job_id == job_id and "cancelled by" in cancelled.reason
     assert not Path(f"{out}.lock").exists()  # the lock is freed
-    report = verify_store(out)
+    report = verify(out)
     assert report["damaged"] == [] and 0 < report["checked"] < TILES
     assert store_info(out)["complete"] is False
     assert "cancelled" in run_cli("cancel", str(out)).stdout  # cancelling again: it has ended
@@ -397,16 +399,15 @@ def test_status_says_stopped_when_the_orchestrator_is_gone():
 def test_status_of_stores_no_job_was_submitted_to(tmp_path, capsys):
     """Complete, stopped (incomplete, nobody writing it), written by a `gramdist run` (its
     lock), and no store at all: one line, exit 2."""
-    from gramdist.engine.lock import StoreLock
     from gramdist.engine.runner import run_job
-    from gramdist.engine.store import open_store, write_done_mask
+    from gramdist.engine.store import GramStore, StoreLock
     from gramdist.jobs import load_job
 
     job = synthetic_job(tmp_path / "j.yaml", n_graphs=30)
     out = tmp_path / "plain.zarr"
     with LocalCluster(n_workers=1, processes=False, dashboard_address=":0", silence_logs=logging.ERROR) as lc, \
             Client(lc) as client:
-        assert run_job(load_job(job), out=str(out), client=client, progress=False).complete
+        assert run_job(load_job(job), out=str(out), placement=Placement(client=client)).complete
     assert job_status(out).state == "complete"
     rc, text, _ = cli(capsys, "status", str(out))
     assert rc == 0 and "state:        complete" in text and "tiles:        3/3 (100.0 %)" in text, text
@@ -414,8 +415,7 @@ def test_status_of_stores_no_job_was_submitted_to(tmp_path, capsys):
         s = job_status(out)
         assert s.state == "running" and "written by `gramdist run`" in s.reason
         assert "only submitted jobs can be cancelled" in error_line(capsys, "cancel", str(out))
-    root = open_store(out, mode="r+")
-    write_done_mask(root, np.zeros((2, 2), dtype=bool))
+    GramStore.open(out, mode="r+").save_progress(np.zeros((2, 2), dtype=bool))
     s = job_status(out)
     assert s.state == "stopped" and s.tiles_done == 0 and "run or submit its job again" in s.reason
     assert "no such store, and no job submitted to it" in error_line(capsys, "status", str(tmp_path / "none.zarr"))

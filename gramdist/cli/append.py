@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gramdist.cli.common import add_tls_arguments, apply_tls_arguments
+from gramdist.cli.common import add_tls_arguments, apply_tls_arguments, run_context
 from gramdist.errors import JobError
 
 
@@ -25,8 +25,8 @@ def register(sub: Any) -> None:
                                    "cannot be re-read; checked against the store's content checksum")
     ap.add_argument("--scheduler", help="address of an existing Dask scheduler (tcp://HOST:PORT)")
     ap.add_argument("--workers", type=int, default=None,
-                    help="local worker processes (default: the store's job's cluster, or this process for an "
-                         "append of at most 10^7 entries; 0: in this process)")
+                    help="local worker processes (default: this process for an append of at most 2.5 x 10^7 "
+                         "kernel values, else a LocalCluster of one worker per core; 0: in this process)")
     ap.add_argument("--abort", action="store_true", help="discard an interrupted append instead of finishing it")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--json", action="store_true", help="print a JSON summary line on stdout")
@@ -56,14 +56,13 @@ def parse_dataset_argument(text: str | None) -> Any:
 
 def cmd_append(args: argparse.Namespace) -> int:
     from gramdist.engine.append import append
+    from gramdist.engine.placement import Placement
+    from gramdist.jobs import ClusterSpec
 
-    cluster = None
-    if args.tls_ca_file or args.tls_cert or args.tls_key:
-        cluster = {}
-        apply_tls_arguments(cluster, args)
+    cluster = apply_tls_arguments(ClusterSpec(n_workers=args.workers), args)
+    placement = Placement(scheduler=args.scheduler, cluster=cluster, in_process="auto")
     result = append(args.store, parse_dataset_argument(args.data), base=parse_dataset_argument(args.base),
-                    scheduler=args.scheduler, n_workers=args.workers, cluster_overrides=cluster, abort=args.abort,
-                    progress=not args.quiet)
+                    placement=placement, abort=args.abort, context=run_context(args))
     if args.json:
         print(json.dumps({"store": result.store, "added": result.added, "n_rows": result.n_rows,
                           "complete": result.complete, "tiles_total": result.tiles_total,

@@ -32,9 +32,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     import os
 
     from gramdist.engine.detached import cancel
+    from gramdist.jobs import ClusterSpec
 
-    spec: dict[str, Any] = {}
-    apply_tls_arguments(spec, args)
+    spec = apply_tls_arguments(ClusterSpec(), args)
     address = scheduler_address(args) or os.environ.get("DASK_SCHEDULER_ADDRESS")
     status = cancel(args.target, scheduler=address, cluster=spec, wait=args.wait)
     if args.json:

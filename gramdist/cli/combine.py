@@ -23,7 +23,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_combine(args: argparse.Namespace) -> int:
-    from gramdist.engine.steps import stderr_log
+    from gramdist.engine.context import stderr_log
     from gramdist.evaluation.combine import combine_stores, parse_weights
 
     summary = combine_stores(args.stores, parse_weights(args.weights), args.out, tile_size=args.tile_size,

@@ -34,8 +34,9 @@ def add_tls_arguments(p: argparse.ArgumentParser) -> None:
                      help="a folder made by `gramdist certs`: its ca.pem, client.pem and client.key")
 
 
-def apply_tls_arguments(cluster: dict[str, Any], args: argparse.Namespace) -> None:
-    """Merge ``--tls-*`` flags into ``cluster.security`` (flags win over the job file)."""
+def apply_tls_arguments(cluster: Any, args: argparse.Namespace) -> Any:
+    """``cluster`` (a :class:`~gramdist.jobs.ClusterSpec`) with the ``--tls-*`` flags merged into
+    its ``security`` (flags win over the job file)."""
     flags = {"tls_ca_file": args.tls_ca_file, "tls_client_cert": args.tls_cert, "tls_client_key": args.tls_key}
     if getattr(args, "tls_dir", None):
         folder = Path(args.tls_dir)
@@ -43,8 +44,25 @@ def apply_tls_arguments(cluster: dict[str, Any], args: argparse.Namespace) -> No
                     "tls_client_key": folder / "client.key"}
         flags = {k: v or str(defaults[k]) for k, v in flags.items()}
     flags = {k: v for k, v in flags.items() if v}
-    if flags:
-        cluster["security"] = {**(cluster.get("security") or {}), **flags}
+    if not flags:
+        return cluster
+    return cluster.replace(security={**(cluster.security or {}), **flags})
+
+
+def job_placement(job: Any, args: argparse.Namespace, scheduler: str | None = None) -> Any:
+    """Where a CLI command runs ``job``: its ``cluster:`` section with the TLS flags, on a
+    cluster (``cluster.n_workers: 0`` runs in this process), ``--scheduler`` first."""
+    from gramdist.engine.placement import Placement
+
+    return Placement(scheduler=scheduler or getattr(args, "scheduler", None),
+                     cluster=apply_tls_arguments(job.cluster, args), in_process=False)
+
+
+def run_context(args: argparse.Namespace) -> Any:
+    """The progress bar (unless ``--quiet``) and status lines on stderr."""
+    from gramdist.engine.context import RunContext
+
+    return RunContext(progress=not getattr(args, "quiet", False))
 
 
 def add_scheduler_arguments(p: argparse.ArgumentParser) -> None:

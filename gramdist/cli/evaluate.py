@@ -141,15 +141,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
             evaluate = partial(evaluate_combined, steps=args.weight_steps)  # noqa: F811 - the combining protocol
     evaluate = partial(evaluate, out=args.out)
-    if args.workers == 0 and not args.scheduler:
-        result = evaluate(inputs, seed=args.seed, **kwargs)
-    else:
-        from gramdist.engine.cluster import connect
+    from gramdist.engine.executor import DaskExecutor
+    from gramdist.engine.placement import Placement
+    from gramdist.jobs import ClusterSpec
 
-        spec = {"n_workers": args.workers, "threads_per_worker": 1, "memory_limit": "auto"}
-        apply_tls_arguments(spec, args)
-        with connect(spec, args.scheduler) as client:
-            result = evaluate(inputs, client=client, seed=args.seed, **kwargs)
+    placement = Placement(scheduler=args.scheduler, in_process=False,
+                          cluster=apply_tls_arguments(ClusterSpec(n_workers=args.workers), args))
+    with placement.executor(0) as ex:  # --workers 0: the folds run in this process
+        client = ex.client if isinstance(ex, DaskExecutor) else None
+        result = evaluate(inputs, client=client, seed=args.seed, **kwargs)
     if args.plot:
         from gramdist.plotting import plot_evaluation
 
@@ -241,11 +241,10 @@ def _gram_learner(args: argparse.Namespace) -> str:
 
 def _feature_stores(paths: list[str]) -> bool:
     """Whether ``paths`` name feature stores (or folders of them); an error if they mix kinds."""
-    from gramdist.engine.feature_store import is_feature_store
-    from gramdist.engine.store import is_gramdist_store
+    from gramdist.engine.store import is_feature_store, is_store
     from gramdist.evaluation.nested_cv import find_stores
 
-    kinds = {is_feature_store(s) for s in find_stores(paths, is_store=is_gramdist_store)}
+    kinds = {is_feature_store(s) for s in find_stores(paths, is_store=is_store)}
     if len(kinds) > 1:
         raise JobError("evaluate takes Gram stores or feature stores, not both at once")
     return kinds == {True}

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from gramdist.cli.common import add_job_run_arguments, apply_tls_arguments
+from gramdist.cli.common import add_job_run_arguments, job_placement, run_context
 
 
 def register(sub: Any) -> None:
@@ -30,21 +30,21 @@ def register(sub: Any) -> None:
 
 
 def cmd_features(args: argparse.Namespace) -> int:
-    from gramdist.engine.featurize import DEFAULT_EIG_CUTOFF, NystroemSpec, featurize_grid
+    from gramdist.engine.featurize import FeatureRequest, featurize_grid
+    from gramdist.engine.nystroem import DEFAULT_EIG_CUTOFF, NystroemSpec
     from gramdist.errors import JobError
     from gramdist.jobs import load_job
 
     job = load_job(args.job, args.overrides)
-    apply_tls_arguments(job["cluster"], args)
     nystroem = None
     if args.nystroem is not None:
         cutoff = DEFAULT_EIG_CUTOFF if args.eig_cutoff is None else args.eig_cutoff
         nystroem = NystroemSpec(args.nystroem, args.landmarks, cutoff)
     elif args.eig_cutoff is not None:
         raise JobError("--eig-cutoff applies to Nyström features: give --nystroem M")
-    results = featurize_grid(job, out=args.out, scheduler=args.scheduler, overwrite=args.overwrite,
-                             progress=not args.quiet, chunk_size=args.chunk_size, nystroem=nystroem,
-                             from_store=args.from_store)
+    request = FeatureRequest(args.chunk_size, nystroem, args.from_store)
+    results = featurize_grid(job, out=args.out, request=request, placement=job_placement(job, args),
+                             overwrite=args.overwrite, context=run_context(args))
     summaries = [{"store": r.store, "complete": r.complete, "chunks_total": r.chunks_total,
                   "chunks_computed": r.chunks_computed, "chunks_already_done": r.chunks_already_done,
                   "workers": r.workers, "timings": {k: round(v, 4) for k, v in r.timings.items()}}

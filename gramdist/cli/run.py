@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from gramdist.cli.common import add_job_run_arguments, apply_tls_arguments
+from gramdist.cli.common import add_job_run_arguments, job_placement, run_context
 
 
 def register(sub: Any) -> None:
@@ -21,9 +21,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from gramdist.jobs import load_job
 
     job = load_job(args.job, args.overrides)
-    apply_tls_arguments(job["cluster"], args)
-    results = run_grid(job, out=args.out, scheduler=args.scheduler, overwrite=args.overwrite,
-                       progress=not args.quiet)
+    results = run_grid(job, out=args.out, placement=job_placement(job, args), overwrite=args.overwrite,
+                       context=run_context(args))
     summaries = [_summary(result) | ({"setting": name} if name else {}) for name, result in results]
     if args.json:
         for s in summaries:

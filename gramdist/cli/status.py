@@ -119,10 +119,9 @@ def _list(args: argparse.Namespace, address: str) -> int:
     from gramdist.engine.cluster import connect
     from gramdist.engine.detached import list_jobs
     from gramdist.engine.jobrecord import format_duration
+    from gramdist.jobs import ClusterSpec
 
-    spec: dict[str, Any] = {}
-    apply_tls_arguments(spec, args)
-    with connect(spec, address, timeout="10s") as client:
+    with connect(apply_tls_arguments(ClusterSpec(), args), address, timeout="10s") as client:
         jobs = list_jobs(client)
     if args.json:
         for status in jobs:

@@ -28,12 +28,12 @@ def register(sub: Any) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from gramdist.engine import feature_store as fs
-    from gramdist.engine.store import store_info
+    from gramdist.engine.store import FeatureStore, open_store
 
-    if fs.is_feature_store(args.store):
-        return _feature_info(fs.feature_info(args.store), args.json)
-    info = store_info(args.store)
+    store = open_store(args.store)
+    if isinstance(store, FeatureStore):
+        return _feature_info(store.info(), args.json)
+    info = store.info()
     if args.json:
         print(json.dumps(info))
         return 0
@@ -78,12 +78,11 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
-    from gramdist.engine.lock import StoreLock
-    from gramdist.engine.store import open_store, upgrade_store
+    from gramdist.engine.store import GramStore
 
-    open_store(args.store)  # a clear error for a path that is no store, before taking its lock
-    with StoreLock(args.store, log=lambda m: None):
-        changed = upgrade_store(args.store)
+    store = GramStore.open(args.store)  # a clear error for a path that is no store, before taking its lock
+    with store.lock(log=lambda m: None):
+        changed = GramStore.open(args.store, mode="r+").upgrade()
     print(f"{args.store}: added dimension names to {', '.join(changed)}" if changed
           else f"{args.store}: already up to date")
     return 0
@@ -93,25 +92,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 when nothing is wrong (every written tile, or feature chunk, on disk and matching
     its checksum, no metadata lost), 1 when something is (one line each; with ``--repair``, also
     what was done)."""
-    from gramdist.engine import feature_store as fs
-    from gramdist.engine.lock import StoreLock
-    from gramdist.engine.store import verify_store
+    from gramdist.engine.store import StoreLock, verify
 
-    if fs.is_feature_store(args.store):
-        if args.repair:
-            with StoreLock(args.store):
-                report = fs.verify_features(args.store, repair=True)
-        else:
-            report = fs.verify_features(args.store)
-        print(json.dumps(report) if args.json else report["message"])
-        return 1 if report["damaged"] else 0
     if args.repair:  # it rewrites the done-mask: never beside a run writing the same store
         with StoreLock(args.store):
-            report = verify_store(args.store, repair=True)
+            report = verify(args.store, repair=True)
     else:
-        report = verify_store(args.store)
+        report = verify(args.store)
     print(json.dumps(report) if args.json else report["message"])
-    return 1 if report["problems"] else 0
+    return 1 if report["problems"] or report["damaged"] else 0
 
 
 def _feature_info(info: dict[str, Any], as_json: bool) -> int:

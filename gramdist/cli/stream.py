@@ -27,6 +27,6 @@ def cmd_stream(args: argparse.Namespace) -> int:
         from gramdist.stream.run import run_stream_job
     except ImportError as exc:
         raise JobError(f"stream learning is not available in this build: {exc}") from None
-    out_dir = args.out or str(Path(job.get("output") or job["_job_name"]))
+    out_dir = args.out or str(Path(job.output or job.name))
     run_stream_job(job, out_dir=out_dir, json_output=args.json)  # prints its own report
     return 0

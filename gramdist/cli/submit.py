@@ -38,7 +38,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from gramdist.jobs import load_job
 
     job = load_job(args.job, args.overrides)
-    apply_tls_arguments(job["cluster"], args)
+    job = job.replace(cluster=apply_tls_arguments(job.cluster, args))
     handle = submit(job, out=args.out, scheduler=scheduler_address(args), overwrite=args.overwrite, wait=args.wait)
     if args.json:
         print(json.dumps({"job_id": handle.job_id, "store": handle.store, "state": handle.state,

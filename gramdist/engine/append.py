@@ -12,24 +12,24 @@ part included), so it is the from-scratch tile bit for bit.
 
 The sequence (the engine's steps; no step is copied):
 
-1. lock the store (:class:`~gramdist.engine.lock.StoreLock`: one writer at a time);
+1. lock the store (:class:`~gramdist.engine.store.StoreLock`: one writer at a time);
 2. load the new graphs (anything a job's ``dataset:`` accepts, or a ``GraphBatch``); an append
    whose content checksum the store already records says so and does nothing;
 3. re-read the graphs already in the store from their recorded sources — the job's
    ``dataset`` and each earlier append's source — checking each against the content checksum
    recorded when it was read (or take them from ``base=``, checked the same way). The new
-   tiles need the old graphs' embeddings, which the store does not keep: embeddings are
-   kernel-specific objects with no pickle-free form in the kernel contract, and re-embedding
-   costs O(N), which is small beside the O(M·N) tiles;
+   tiles need the old graphs' embeddings: read back from the store when it keeps them
+   (``gram.keep_embeddings``, and every store after its first append), else computed again
+   (O(N), small beside the O(M·N) tiles);
 4. plan the grown Gram with the store's kernel, tile size, normalisation and dtype;
-5. create a staging group (:func:`~gramdist.engine.store.create_pending`) holding the grown
-   done-mask (kept tiles marked), checksums and graph vectors, and record it in the store's
-   ``pending_append`` attribute;
-6. :func:`~gramdist.engine.runner.compute_into_store` on a :class:`PendingSink`: tiles are
+5. create a staging group (:func:`~gramdist.engine.store.staging.begin_append`) holding the
+   grown done-mask (kept tiles marked), checksums and graph vectors, recorded in the store as
+   its pending append;
+6. :func:`~gramdist.engine.runner.compute_into_store` on a :class:`StagingSink`: tiles are
    written into the staging group; K(g, g) is recomputed for every graph (the old values must
    come out bitwise equal to the stored ones — a check that the re-read graphs and the kernel
    reproduce the store — before anything is committed);
-7. commit (:func:`~gramdist.engine.store.commit_pending`): the new chunks replace the old ones,
+7. commit (:meth:`~gramdist.engine.store.staging.Staging.commit`): the new chunks replace the old ones,
    the arrays and attributes grow, the append is recorded in ``appends``.
 
 Until step 7 the store's own arrays are untouched: ``open_gram``, ``evaluate`` and ``info`` see
@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -60,12 +59,27 @@ from typing import Any
 import numpy as np
 
 from gramdist.engine import steps
-from gramdist.engine import store as st
-from gramdist.engine.executor import DaskExecutor, Executor, InlineExecutor
-from gramdist.engine.lock import StoreLock
+from gramdist.engine.context import RunContext
+from gramdist.engine.placement import Placement
+from gramdist.engine.plan import GramPlan, kernel_from_spec, plan_gram
+from gramdist.engine.runner import compute_into_store
+from gramdist.engine.sinks import StoreSink
+from gramdist.engine.store import GramStore, Location, StoreLock, as_location, kept_tiles
+from gramdist.engine.store.staging import (
+    AppendEntry,
+    PendingAppend,
+    RecordedSource,
+    Staging,
+    begin_append,
+    column_source,
+    discard_pending,
+    pending_groups,
+    recorded_checksums,
+    row_sources,
+)
 from gramdist.errors import DatasetError, StoreError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import as_jsonable
+from gramdist.jobs import FitSpec, GramSpec
 
 
 @dataclass
@@ -90,51 +104,73 @@ class AppendResult:
     notes: list[str] = field(default_factory=list)
 
 
-class PendingSink(steps.StoreSink):
+@dataclass
+class _Append:
+    """One append's context: the store (locked, open for writing), the graphs given as its
+    current ones, where to run and how to report."""
+
+    store: GramStore
+    base: Any
+    placement: Placement
+    context: RunContext
+    t_start: float
+
+    @property
+    def location(self) -> Location:
+        return self.store.location
+
+
+class StagingSink(StoreSink):
     """The sink of an append: tiles, done-mask, checksums and K(g, g) go into the staging
     group; finishing checks the re-computed K(g, g) of the old graphs and commits."""
 
-    def __init__(self, store_root: Any, pending: Any, name: str, path: str, grid: st.TileGrid,
-                 checkpoint_seconds: float, old_rows: int) -> None:
-        super().__init__(pending, path, grid, checkpoint_seconds)
-        self.store_root = store_root
-        self.name = name
-        self.write_path = str(Path(path).resolve() / name)
-        self.state_path = str(Path(path).resolve())  # the state is the store's own
-        # the old chunks' embeddings are read from the store when it keeps them; every chunk
-        # embedded now is kept (committed with the tiles), so the next append reads them all
-        self.embeddings = (self.state_path if store_root.attrs.get("keep_embeddings") else None, self.write_path)
+    def __init__(self, staging: Staging, checkpoint_seconds: float, old_rows: int) -> None:
+        self.staging = staging
         self.old_rows = old_rows
+        super().__init__(staging.store, checkpoint_seconds)
+        self.grid = staging.grid
+        self.mask = staging.done_mask()
+        self.checksums = staging.checksums()
+        self.target = staging.tile_target()
+        self.embeddings = staging.embedding_cache()
+
+    def has_diag(self) -> bool:
+        return self.staging.diag_complete
+
+    def stored_diag(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.staging.read_diag()
 
     def store_diag(self, rows: np.ndarray, cols: np.ndarray) -> None:
-        _check_reproduced(self.store_root, self.path, rows, cols, self.old_rows, self.grid.symmetric)
-        super().store_diag(rows, cols)
+        _check_reproduced(self.store, rows, cols, self.old_rows)
+        self.staging.write_diag(rows, None if self.grid.symmetric else cols)
+
+    def _save(self) -> None:
+        self.staging.save_progress(self.mask, self.checksums)
 
     def finish(self) -> bool:
         self.flush()
-        if not st.mark_complete(self.root, self.grid):
+        if not self.staging.mark_complete():
             return False
-        return st.commit_pending(self.store_root, self.name, self.grid, dict(self.root.attrs["commit_attrs"]))
+        return self.staging.commit()
 
     def record_timings(self, timings: dict[str, float]) -> None:
         pass  # recorded with the append in the store's ``appends``
 
 
-def _check_reproduced(root: Any, path: str, rows: np.ndarray, cols: np.ndarray, old_rows: int,
-                      symmetric: bool) -> None:
+def _check_reproduced(store: GramStore, rows: np.ndarray, cols: np.ndarray, old_rows: int) -> None:
     """The old graphs' K(g, g), recomputed from the re-read graphs, must equal the stored ones
     bit for bit: otherwise the tiles computed now would not fit the tiles kept."""
-    if not root.attrs.get("diag_complete"):
+    if not store.diag_complete:
         return  # the store's own diagonal was never stored (or was lost): nothing to compare
-    old_rows_diag, old_cols_diag = st.read_diag(root)
+    old_rows_diag, old_cols_diag = store.read_diag()
     pairs = [("rows", rows[:old_rows], old_rows_diag[:old_rows])]
-    if not symmetric:
+    if not store.symmetric:
         pairs.append(("columns", cols, old_cols_diag))
     for side, new, old in pairs:
         if len(new) != len(old) or not np.array_equal(new, old):
             differ = int(np.sum(new != old)) if len(new) == len(old) else "all"
             raise StoreError(
-                f"{path}: re-embedding the store's graphs does not reproduce the K(g, g) stored with them "
+                f"{store.location}: re-embedding the store's graphs does not reproduce the K(g, g) stored with them "
                 f"({differ} of {len(old)} {side} differ): the graphs re-read are not the ones the store was computed "
                 "on, or the kernel's embedding is not reproducible; nothing was committed")
 
@@ -154,53 +190,48 @@ def _data_spec(data: Any) -> tuple[GraphBatch, Any]:
     return load_dataset(spec), spec
 
 
-def _reread(spec: Any, checksum: str, what: str, store: str) -> GraphBatch:
+def _reread(source: RecordedSource, store: Location) -> GraphBatch:
     """The graphs of a recorded source, checked against the checksum recorded with them."""
     from gramdist.datasets import load_dataset
 
-    if spec is None:
-        raise StoreError(f"{store}: {what} came from Python (no recorded source) and cannot be re-read; "
+    if source.spec is None:
+        raise StoreError(f"{store}: {source.what} came from Python (no recorded source) and cannot be re-read; "
                          "pass the store's current graphs as base=")
     try:
-        batch = load_dataset(spec)
+        batch = load_dataset(source.spec)
     except Exception as exc:  # noqa: BLE001 - DatasetError, JobError: say which source
-        raise StoreError(f"{store}: cannot re-read {what} {json.dumps(spec)}: {exc}; pass the store's current "
-                         "graphs with --base") from None
-    if batch.checksum() != checksum:
-        raise StoreError(f"{store}: {what} {json.dumps(spec)} no longer holds the graphs the store was computed "
-                         f"on (content checksum {batch.checksum()}, recorded {checksum}); pass them with --base")
+        raise StoreError(f"{store}: cannot re-read {source.what} {json.dumps(source.spec)}: {exc}; pass the store's "
+                         "current graphs with --base") from None
+    if batch.checksum() != source.checksum:
+        raise StoreError(f"{store}: {source.what} {json.dumps(source.spec)} no longer holds the graphs the store was "
+                         f"computed on (content checksum {batch.checksum()}, recorded {source.checksum}); pass them "
+                         "with --base")
     return batch
 
 
-def current_graphs(root: Any, store: str, base: Any = None) -> tuple[GraphBatch, GraphBatch | None]:
+def current_graphs(store: GramStore, base: Any = None) -> tuple[GraphBatch, GraphBatch | None]:
     """The graphs of a store as they are now: ``(rows, cols)``; ``cols`` is None for a
     symmetric store. Re-read from the recorded sources (or ``base``), each source and the whole
     checked against the content checksums the store recorded."""
-    attrs = dict(root.attrs)
-    symmetric = bool(attrs.get("symmetric", True))
-    first = attrs.get("dataset") if symmetric else attrs.get("test_dataset")
-    expected = attrs.get("dataset_checksum") if symmetric else attrs.get("test_checksum")
+    expected = store.row_checksum
     if base is not None:
         rows, _ = _data_spec(base)
         if rows.checksum() != expected:
-            raise StoreError(f"{store}: the graphs given as base (content checksum {rows.checksum()}) are not the "
-                             f"store's (recorded {expected})")
+            raise StoreError(f"{store.location}: the graphs given as base (content checksum {rows.checksum()}) are not "
+                             f"the store's (recorded {expected})")
     else:
-        parts = [_reread((first or {}).get("spec"), (first or {}).get("checksum"),
-                         "its dataset" if symmetric else "its test dataset", store)]
-        for k, rec in enumerate(attrs.get("appends") or []):
-            parts.append(_reread(rec.get("source"), rec.get("checksum"), f"append {k + 1}'s source", store))
+        parts = [_reread(source, store.location) for source in row_sources(store)]
         rows = parts[0] if len(parts) == 1 else GraphBatch.concat(parts)
         if rows.checksum() != expected:
-            raise StoreError(f"{store}: its recorded sources re-read together (content checksum {rows.checksum()}) "
-                             f"are not the graphs the store holds (recorded {expected}); pass them with --base")
-    if symmetric:
+            raise StoreError(f"{store.location}: its recorded sources re-read together (content checksum "
+                             f"{rows.checksum()}) are not the graphs the store holds (recorded {expected}); pass them "
+                             "with --base")
+    if store.symmetric:
         return rows, None
-    train = attrs.get("dataset") or {}
-    return rows, _reread(train.get("spec"), attrs.get("dataset_checksum"), "its training dataset", store)
+    return rows, _reread(column_source(store), store.location)
 
 
-def _concat(store: str, old: GraphBatch, new: GraphBatch, source: Any) -> GraphBatch:
+def _concat(store: Location, old: GraphBatch, new: GraphBatch, source: Any) -> GraphBatch:
     width = [None if b.node_attrs is None else b.node_attrs.shape[1] for b in (old, new)]
     if width[0] != width[1]:
         raise DatasetError(f"{_source_name(source, new)}: the new graphs have {width[1] or 'no'} node attribute "
@@ -218,43 +249,34 @@ def _source_name(source: Any, batch: GraphBatch) -> str:
 
 
 # ------------------------------------------------------------------------------------ plan
-def _plan(root: Any, rows: GraphBatch, cols: GraphBatch | None, *, max_tiles_in_flight: int | None = None
-          ) -> steps.GramPlan:
+def _plan(store: GramStore, rows: GraphBatch, cols: GraphBatch | None) -> GramPlan:
     """The Gram of the store's computation over ``rows`` (× ``cols`` when rectangular)."""
-    attrs = dict(root.attrs)
-    job = attrs.get("job") or {}
-    spec = job.get("kernel") or {"name": attrs["kernel"]["name"], **attrs["kernel"]["params"]}
-    kernel = steps.kernel_from_spec(spec)
-    if json.loads(json.dumps(as_jsonable({"name": kernel.name, "params": kernel.get_params()}))) != attrs["kernel"]:
-        raise StoreError(f"{root.store}: cannot rebuild the store's kernel from its attributes")
+    job = store.job
+    spec = job.get("kernel") or {"name": store.kernel["name"], **store.kernel["params"]}
+    kernel = kernel_from_spec(spec)
+    if json.loads(json.dumps({"name": kernel.name, "params": kernel.get_params()}, default=_plain)) != store.kernel:
+        raise StoreError(f"{store.location}: cannot rebuild the store's kernel from its attributes")
     gram = job.get("gram") or {}
-    plan = steps.plan_gram(
-        kernel, cols if cols is not None else rows, None if cols is None else rows,
-        tile_size=attrs["tile_size"], normalize=bool(attrs.get("normalize")), fit=attrs.get("fit") or {},
-        dataset_spec=(attrs.get("dataset") or {}).get("spec"),
-        test_spec=(attrs.get("test_dataset") or {}).get("spec"), job=job,
-        compression_level=int(gram.get("compression_level", 1)),
-        max_tiles_in_flight=max_tiles_in_flight or (job.get("cluster") or {}).get("max_tiles_in_flight"),
-        checkpoint_seconds=float(gram.get("checkpoint_seconds", steps.CHECKPOINT_SECONDS)),
-        dtype=attrs.get("dtype") or "float64")
-    return plan
+    spec_gram = GramSpec(tile_size=store.tile_size, normalize=store.normalize, dtype=store.dtype,
+                         compression_level=int(gram.get("compression_level", 1)),
+                         checkpoint_seconds=float(gram.get("checkpoint_seconds", GramSpec.checkpoint_seconds)))
+    fit = store.fit or {}
+    return plan_gram(kernel, cols if cols is not None else rows, None if cols is None else rows, gram=spec_gram,
+                     fit=FitSpec(fit.get("sample_size"), fit.get("seed", 0), fit.get("from_store")),
+                     specs=((store.dataset or {}).get("spec"), (store.test_dataset or {}).get("spec")), job=job,
+                     max_in_flight=(job.get("cluster") or {}).get("max_tiles_in_flight"))
+
+
+def _plain(value: Any) -> Any:
+    from gramdist.kernels.base import as_jsonable
+
+    return as_jsonable(value)
 
 
 # ------------------------------------------------------------------------------------ append
-def append(
-    store: str | os.PathLike,
-    data: Any = None,
-    *,
-    base: Any = None,
-    client: Any = None,
-    scheduler: str | None = None,
-    n_workers: int | None = None,
-    cluster: dict[str, Any] | None = None,
-    cluster_overrides: dict[str, Any] | None = None,
-    abort: bool = False,
-    progress: steps.Progress = False,
-    log: steps.Log | None = None,
-) -> AppendResult:
+def append(store: str | os.PathLike | Location, data: Any = None, *, base: Any = None,
+           placement: Placement | None = None, abort: bool = False,
+           context: RunContext | None = None) -> AppendResult:
     """Append graphs to a Gram store, computing only the entries that involve them.
 
     Parameters
@@ -267,278 +289,191 @@ def append(
         append, or tiles that ``verify --repair`` unmarked).
     base : the store's current graphs, when their recorded sources cannot be re-read (moved
         files, a store made from Python); checked against the store's content checksum.
-    client : an existing ``distributed.Client``; else ``scheduler`` (an address), else a cluster
-        as the store's job describes it (``n_workers`` overrides its size; ``n_workers=0`` runs
-        in this process without Dask). ``cluster`` replaces the job's cluster section;
-        ``cluster_overrides`` updates it (e.g. TLS ``security``). An append of at most
-        :data:`SMALL_APPEND_ENTRIES` entries for which none of these names a cluster (and the
-        job names no scheduler) runs in this process: a cluster would take longer to start.
+    placement : where to run (:class:`~gramdist.engine.placement.Placement`); default this
+        process for a small append, else a LocalCluster. What the store recorded of its job's
+        cluster is never used: a store is data, not configuration.
     abort : discard an interrupted append instead of finishing it.
-    progress, log : as for :func:`~gramdist.engine.runner.run_job`.
-
-    Returns
-    -------
-    AppendResult
+    context : progress and log (:class:`~gramdist.engine.context.RunContext`).
     """
-    log = log or steps.stderr_log
-    path = str(store)
+    context = context or RunContext()
+    placement = placement or Placement(in_process="auto")
+    location = as_location(store)
     t_start = time.perf_counter()
-    if cluster_overrides:
-        cluster = {**((st.open_store(path, mode="r+").attrs.get("job") or {}).get("cluster") or {}),
-                   **(cluster or {}), **cluster_overrides}
-    st.open_store(path, mode="r+")  # a clear error before a lock file appears beside a store that is not there
-    with StoreLock(path, log=log):
-        root = st.open_store(path, mode="r+")
-        if root.attrs.get("combination"):
-            raise StoreError(f"{path}: a combination of stores (`gramdist combine`) cannot be appended to: append to "
-                             "each of its stores, then combine them again")
-        record = root.attrs.get("pending_append")
-        stray = [n for n in st.pending_groups(path) if not record or n != record.get("group")]
-        if stray:  # left by an append killed before it recorded its group, or after its commit
-            for n in stray:
-                st.discard_pending(root, n)
-        if abort:
-            if not record:
-                return _nothing(root, path, "no append is pending")
-            st.discard_pending(root)
-            log(f"{path}: discarded the interrupted append of {_describe_source(record)}")
-            return _nothing(root, path, "discarded the interrupted append")
-        new = new_spec = None
-        if data is not None:
-            new, new_spec = _data_spec(data)
-            if len(new) == 0:
-                raise DatasetError(f"{_source_name(new_spec, new)}: no graphs to append")
-        if record:
-            return _resume_pending(root, path, record, new, new_spec, base, client, scheduler, n_workers, cluster,
-                                   progress, log, t_start)
-        if new is None:
-            return _finish_store(root, path, base, client, scheduler, n_workers, cluster, progress, log, t_start)
-        known = _recorded_checksums(root)
-        if new.checksum() in known:
-            why = (f"these {len(new)} graphs are already in the store ({known[new.checksum()]}, same content "
-                   "checksum); nothing to do")
-            log(f"{path}: {why}")
-            return _nothing(root, path, why)
-        return _start(root, path, new, new_spec, base, client, scheduler, n_workers, cluster, progress, log,
-                      t_start)
+    GramStore.open(location, mode="r+")  # a clear error before a lock file appears beside a store that is not there
+    with StoreLock(location, log=context.log):
+        run = _Append(GramStore.open(location, mode="r+"), base, placement, context, t_start)
+        return _append_locked(run, data, abort)
 
 
-def _describe_source(record: dict[str, Any]) -> str:
-    src = record.get("source")
-    return f"{record.get('n_graphs')} graphs from {json.dumps(src) if src is not None else 'Python'}"
+def _append_locked(run: _Append, data: Any, abort: bool) -> AppendResult:
+    store, path = run.store, run.location
+    if store.combination:
+        raise StoreError(f"{path}: a combination of stores (`gramdist combine`) cannot be appended to: append to "
+                         "each of its stores, then combine them again")
+    pending = PendingAppend(store.pending_append) if store.pending_append else None
+    for name in pending_groups(store):  # left by an append killed before it recorded its group, or after its commit
+        if pending is None or name != pending.group:
+            discard_pending(store, name)
+    if abort:
+        if pending is None:
+            return _nothing(store, "no append is pending")
+        discard_pending(store)
+        run.context.log(f"{path}: discarded the interrupted append of {pending.describe()}")
+        return _nothing(store, "discarded the interrupted append")
+    new = new_spec = None
+    if data is not None:
+        new, new_spec = _data_spec(data)
+        if len(new) == 0:
+            raise DatasetError(f"{_source_name(new_spec, new)}: no graphs to append")
+    if pending is not None:
+        return _resume_pending(run, pending, new)
+    if new is None:
+        return _finish_store(run)
+    known = recorded_checksums(store)
+    if new.checksum() in known:
+        why = f"these {len(new)} graphs are already in the store ({known[new.checksum()]}, same content checksum); " \
+              "nothing to do"
+        run.context.log(f"{path}: {why}")
+        return _nothing(store, why)
+    return _start(run, new, new_spec)
 
 
-def _nothing(root: Any, path: str, why: str) -> AppendResult:
-    grid = st.store_grid(root)
+def _nothing(store: GramStore, why: str) -> AppendResult:
+    grid = store.grid
     n = len(grid.tiles())
-    return AppendResult(path, 0, grid.n_rows, n, 0, n, bool(root.attrs.get("complete")), why)
+    return AppendResult(str(store.location), 0, grid.n_rows, n, 0, n, store.complete, why)
 
 
-def _recorded_checksums(root: Any) -> dict[str, str]:
-    attrs = dict(root.attrs)
-    first = attrs.get("dataset") if attrs.get("symmetric", True) else attrs.get("test_dataset")
-    known = {(first or {}).get("checksum"): "its dataset"}
-    for k, rec in enumerate(attrs.get("appends") or []):
-        known[rec.get("checksum")] = f"append {k + 1}"
-    known.pop(None, None)
-    return known
-
-
-def _start(root: Any, path: str, new: GraphBatch, new_spec: Any, base: Any, client: Any, scheduler: str | None,
-           n_workers: int | None, cluster: dict[str, Any] | None, progress: steps.Progress, log: steps.Log,
-           t_start: float) -> AppendResult:
-    if not root.attrs.get("state_complete"):
+def _start(run: _Append, new: GraphBatch, new_spec: Any) -> AppendResult:
+    store, path = run.store, run.location
+    if not store.state_complete:
         raise StoreError(f"{path}: the store has no complete fitted state (its job never got that far); "
                          "rerun its job first")
     t = time.perf_counter()
-    rows, cols = current_graphs(root, path, base)
+    rows, cols = current_graphs(store, run.base)
     grown = _concat(path, rows, new, new_spec)
     read_s = time.perf_counter() - t
-    old_grid = st.store_grid(root)
+    old_grid = store.grid
     if old_grid.n_rows != len(rows):
         raise StoreError(f"{path}: its Gram has {old_grid.n_rows} rows for {len(rows)} graphs")
-    plan = _plan(root, grown, cols)
+    plan = _plan(store, grown, cols)
     plan.timings["read_s"] = read_s
     steps.check_output_location(path, plan.grid.n_rows - old_grid.n_rows, plan.grid.n_cols,
                                 np.dtype(plan.dtype).itemsize)
-    old_mask = st.read_done_mask(root)
-    old_sums = st.read_checksums(root, path)
+    staging = begin_append(store, plan.grid, **_kept(store, plan), vectors=_vectors(grown),
+                           entry=AppendEntry(new_spec, new.name, len(new), new.checksum(),
+                                             [old_grid.n_rows, plan.grid.n_rows], plan.meta.gramdist_version),
+                           grown_checksum=grown.checksum())
+    run.context.log(f"gramdist: appending {len(new)} graphs to {path} ({old_grid.n_rows} -> {plan.grid.n_rows} rows)")
+    return _compute(run, plan, staging, old_grid.n_rows, len(new))
+
+
+def _kept(store: GramStore, plan: GramPlan) -> dict[str, np.ndarray]:
+    """The grown done-mask and checksums with the store's unchanged tiles already marked."""
+    old_mask, old_sums = store.done_mask(), store.checksums()
     mask = np.zeros(plan.grid.shape, dtype=bool)
     sums = np.zeros(plan.grid.shape, dtype=np.uint64)
-    for tl in st.kept_tiles(old_grid, plan.grid):
+    for tl in kept_tiles(store.grid, plan.grid):
         mask[tl] = old_mask[tl] and old_sums is not None  # a store without checksums: recompute, to record them
         sums[tl] = 0 if old_sums is None else old_sums[tl]
+    return {"mask": mask, "checksums": sums}
+
+
+def _vectors(grown: GraphBatch) -> dict[str, np.ndarray]:
     vectors = {"graph_ids": grown.graph_ids}
     if grown.y is not None:
         vectors["y"] = grown.y
-    checksum = new.checksum()
-    name = f"{st.PENDING_PREFIX}{checksum[:12]}"
-    entry = {"source": new_spec, "name": new.name, "n_graphs": len(new), "checksum": checksum,
-             "rows": [old_grid.n_rows, plan.grid.n_rows], "gramdist_version": plan.attrs["gramdist_version"]}
-    key = "dataset_checksum" if plan.symmetric else "test_checksum"
-    commit_attrs = {key: grown.checksum(), "appends": list(root.attrs.get("appends") or []) + [entry],
-                    "gramdist_version": plan.attrs["gramdist_version"], "keep_embeddings": True,
-                    "checksummed": True}  # every record array is rewritten whole by the commit
-    pending = st.create_pending(root, name, plan.grid, dtype=plan.dtype, compression_level=plan.compression_level,
-                                mask=mask, checksums=sums, vectors=vectors)
-    pending.attrs["commit_attrs"] = as_jsonable(commit_attrs)
-    root.attrs["pending_append"] = as_jsonable({
-        "state": "computing", "group": name, "from": [old_grid.n_rows, old_grid.n_cols],
-        "to": [plan.grid.n_rows, plan.grid.n_cols], "source": new_spec, "n_graphs": len(new), "checksum": checksum,
-        "started": time.time(), "host": socket.gethostname(), "pid": os.getpid()})
-    log(f"gramdist: appending {len(new)} graphs to {path} ({old_grid.n_rows} -> {plan.grid.n_rows} rows)")
-    return _compute(root, path, plan, pending, name, old_grid.n_rows, len(new), client, scheduler, n_workers,
-                    cluster, progress, log, t_start)
+    return vectors
 
 
-def _resume_pending(root: Any, path: str, record: dict[str, Any], new: GraphBatch | None, new_spec: Any, base: Any,
-                    client: Any, scheduler: str | None, n_workers: int | None, cluster: dict[str, Any] | None,
-                    progress: steps.Progress, log: steps.Log, t_start: float) -> AppendResult:
-    name = record["group"]
-    if new is not None and new.checksum() != record.get("checksum"):
-        raise StoreError(f"{path}: an interrupted append of {_describe_source(record)} is pending; finish it with "
+def _resume_pending(run: _Append, pending: PendingAppend, new: GraphBatch | None) -> AppendResult:
+    store, path = run.store, run.location
+    if new is not None and new.checksum() != pending.checksum:
+        raise StoreError(f"{path}: an interrupted append of {pending.describe()} is pending; finish it with "
                          f"`gramdist append {path}` (no data) or discard it with `gramdist append {path} --abort`, "
                          "then append these graphs")
-    if name not in st.pending_groups(path):
-        st.discard_pending(root)
-        raise StoreError(f"{path}: the staging group of an interrupted append ({name}) is gone; the record was "
-                         "dropped: run the append again")
-    pending = root[name]
-    grid = st.store_grid(pending)
-    if record.get("state") == "committing":
-        log(f"gramdist: finishing the commit of an interrupted append of {_describe_source(record)}")
-        complete = st.commit_pending(root, name, grid, dict(pending.attrs["commit_attrs"]))
+    if pending.group not in pending_groups(store):
+        discard_pending(store)
+        raise StoreError(f"{path}: the staging group of an interrupted append ({pending.group}) is gone; the record "
+                         "was dropped: run the append again")
+    staging = Staging(store, pending.group)
+    grid = staging.grid
+    if pending.committing:
+        run.context.log(f"gramdist: finishing the commit of an interrupted append of {pending.describe()}")
+        complete = staging.commit()
         n = len(grid.tiles())
-        return AppendResult(path, int(record.get("n_graphs", 0)), grid.n_rows, n, 0, n, complete)
+        return AppendResult(str(path), pending.n_graphs, grid.n_rows, n, 0, n, complete)
     if new is None:
-        new, _ = _data_spec(record["source"]) if record.get("source") is not None else (None, None)
-        if new is None or new.checksum() != record.get("checksum"):
-            raise StoreError(f"{path}: the source of the interrupted append ({_describe_source(record)}) cannot be "
-                             f"re-read with the same content; give the data again or `--abort`")
+        new = _data_spec(pending.source)[0] if pending.source is not None else None
+        if new is None or new.checksum() != pending.checksum:
+            raise StoreError(f"{path}: the source of the interrupted append ({pending.describe()}) cannot be re-read "
+                             "with the same content; give the data again or `--abort`")
     t = time.perf_counter()
-    rows, cols = current_graphs(root, path, base)
-    grown = _concat(path, rows, new, record.get("source"))
-    plan = _plan(root, grown, cols)
+    rows, cols = current_graphs(store, run.base)
+    plan = _plan(store, _concat(path, rows, new, pending.source), cols)
     plan.timings["read_s"] = time.perf_counter() - t
     if (plan.grid.n_rows, plan.grid.n_cols) != (grid.n_rows, grid.n_cols):
         raise StoreError(f"{path}: the interrupted append's staging group does not match its graphs; "
                          f"discard it with `gramdist append {path} --abort`")
-    log(f"gramdist: resuming the append of {_describe_source(record)} to {path}")
-    return _compute(root, path, plan, pending, name, int(record["from"][0]), len(new), client, scheduler, n_workers,
-                    cluster, progress, log, t_start)
+    run.context.log(f"gramdist: resuming the append of {pending.describe()} to {path}")
+    return _compute(run, plan, staging, pending.old_rows, len(new))
 
 
-def _finish_store(root: Any, path: str, base: Any, client: Any, scheduler: str | None, n_workers: int | None,
-                  cluster: dict[str, Any] | None, progress: steps.Progress, log: steps.Log,
-                  t_start: float) -> AppendResult:
+def _finish_store(run: _Append) -> AppendResult:
     """No data, nothing pending: compute the tiles the store's done-mask lacks (after
     ``verify --repair``), from the store's recorded sources."""
-    grid = st.store_grid(root)
-    if root.attrs.get("complete") and st.mark_complete(root, grid):
+    store, path = run.store, run.location
+    grid = store.grid
+    if store.is_finished():
         n = len(grid.tiles())
-        log(f"{path}: already complete ({n} tiles); nothing to do")
-        return AppendResult(path, 0, grid.n_rows, n, 0, n, True, "the store is complete")
-    if not root.attrs.get("state_complete"):
+        run.context.log(f"{path}: already complete ({n} tiles); nothing to do")
+        return AppendResult(str(path), 0, grid.n_rows, n, 0, n, True, "the store is complete")
+    if not store.state_complete:
         raise StoreError(f"{path}: the store has no complete fitted state; rerun its job")
     t = time.perf_counter()
-    rows, cols = current_graphs(root, path, base)
-    plan = _plan(root, rows, cols)
+    rows, cols = current_graphs(store, run.base)
+    plan = _plan(store, rows, cols)
     plan.timings["read_s"] = time.perf_counter() - t
     if (plan.grid.n_rows, plan.grid.n_cols) != (grid.n_rows, grid.n_cols):
         raise StoreError(f"{path}: its Gram is {grid.n_rows} x {grid.n_cols} for {plan.grid.n_rows} x "
                          f"{plan.grid.n_cols} graphs")
-    entries = entries_to_compute(plan.grid, st.read_done_mask(root))
-    with _executor(root, client, scheduler, n_workers, cluster, entries, log) as ex:
-        ex.warm_up(type(plan.kernel).__module__)
-        sink = steps.StoreSink(root, path, plan.grid, plan.checkpoint_seconds)
-        from gramdist.engine.runner import compute_into_store
-
-        result = compute_into_store(ex, plan, sink, progress, log)
-    plan.timings["total_s"] = time.perf_counter() - t_start
+    sink = StoreSink(store, plan.gram.checkpoint_seconds)
+    result = _run_on(run, plan, sink, entries_to_compute(plan.grid, sink.mask))
     sink.record_timings(plan.timings)
-    return AppendResult(path, 0, plan.grid.n_rows, result.tiles_total, result.tiles_computed,
+    return AppendResult(str(path), 0, plan.grid.n_rows, result.tiles_total, result.tiles_computed,
                         result.tiles_already_done, result.complete, None, plan.timings, result.notes)
 
 
-def _compute(root: Any, path: str, plan: steps.GramPlan, pending: Any, name: str, old_rows: int, added: int,
-             client: Any, scheduler: str | None, n_workers: int | None, cluster: dict[str, Any] | None,
-             progress: steps.Progress, log: steps.Log, t_start: float) -> AppendResult:
-    from gramdist.engine.runner import compute_into_store
+def _compute(run: _Append, plan: GramPlan, staging: Staging, old_rows: int, added: int) -> AppendResult:
+    sink = StagingSink(staging, plan.gram.checkpoint_seconds, old_rows)
+    result = _run_on(run, plan, sink, entries_to_compute(plan.grid, sink.mask))
+    if result.complete:
+        _record_append_timings(run.store, plan.timings)
+    return AppendResult(str(run.location), added, plan.grid.n_rows, result.tiles_total, result.tiles_computed,
+                        result.tiles_already_done, result.complete, None, plan.timings, result.notes)
 
+
+def _run_on(run: _Append, plan: GramPlan, sink: StoreSink, entries: int) -> Any:
+    """The steps into ``sink`` on the executor the placement gives for ``entries`` values."""
     t = time.perf_counter()
-    entries = entries_to_compute(plan.grid, st.read_done_mask(pending))
-    with _executor(root, client, scheduler, n_workers, cluster, entries, log) as ex:
+    if run.placement.runs_here(entries) and not run.placement.names_a_cluster():
+        run.context.log(f"gramdist: a small append ({entries:,} Gram entries): computing in this process "
+                        "(--workers N for a cluster)")
+    with run.placement.executor(entries, run.context.log) as ex:
         ex.warm_up(type(plan.kernel).__module__)
         plan.timings["cluster_s"] = time.perf_counter() - t
-        sink = PendingSink(root, pending, name, path, plan.grid, plan.checkpoint_seconds, old_rows)
-        # the entry's timings go in before the commit copies it into ``appends``
-        result = compute_into_store(ex, plan, sink, progress, log)
-    plan.timings["total_s"] = time.perf_counter() - t_start
-    if result.complete:
-        _record_append_timings(root, plan.timings)
-    return AppendResult(path, added, plan.grid.n_rows, result.tiles_total, result.tiles_computed,
-                        result.tiles_already_done, result.complete, None, plan.timings, result.notes)
+        result = compute_into_store(ex, plan, sink, run.context)
+    plan.timings["total_s"] = time.perf_counter() - run.t_start
+    return result
 
 
-def _record_append_timings(root: Any, timings: dict[str, float]) -> None:
-    appends = list(root.attrs.get("appends") or [])
+def _record_append_timings(store: GramStore, timings: dict[str, float]) -> None:
+    appends = store.appends
     if appends:
         appends[-1] = dict(appends[-1]) | {"timings": {k: round(v, 4) for k, v in timings.items()}}
-        root.attrs["appends"] = appends
+        store.record_attrs(appends=appends)
 
 
-#: an append computing at most this many Gram entries, with no cluster named (no client, no
-#: scheduler, no jobqueue, no ``n_workers``), runs in this process: starting a LocalCluster
-#: would cost more than it saves (about 2-4 s; 10**7 DM entries are ~5 s of one core)
-SMALL_APPEND_ENTRIES = 10**7
-
-
-def entries_to_compute(grid: st.TileGrid, mask: Any) -> int:
+def entries_to_compute(grid: Any, mask: Any) -> int:
     """Gram entries of the tiles ``mask`` does not mark done (mirrors not counted)."""
-    total = 0
-    for i, j in grid.tiles():
-        if not mask[i, j]:
-            (r0, r1), (c0, c1) = grid.row_range(i), grid.col_range(j)
-            total += (r1 - r0) * (c1 - c0)
-    return total
-
-
-class _executor:
-    """Where the tasks of an append run: a client given, a scheduler, the job's cluster, or
-    this process (``n_workers=0``, or a small append with no cluster named: see
-    :data:`SMALL_APPEND_ENTRIES`)."""
-
-    def __init__(self, root: Any, client: Any, scheduler: str | None, n_workers: int | None,
-                 cluster: dict[str, Any] | None, entries: int | None = None, log: steps.Log | None = None) -> None:
-        from gramdist.jobs import DEFAULTS
-
-        job = root.attrs.get("job") or {}
-        self.spec = dict(DEFAULTS["cluster"]) | dict(cluster or job.get("cluster") or {})
-        self.named = bool(n_workers is not None or cluster or scheduler or self.spec.get("scheduler")
-                          or self.spec.get("jobqueue") or os.environ.get("DASK_SCHEDULER_ADDRESS"))
-        if n_workers is not None:
-            self.spec["n_workers"] = n_workers
-        self.client, self.scheduler = client, scheduler
-        self.entries, self.log = entries, log
-        self._ctx: Any = None
-
-    def __enter__(self) -> Executor:
-        if self.client is not None:
-            ex: Executor = DaskExecutor(self.client)
-        elif self.spec.get("n_workers") == 0 and not (self.scheduler or self.spec.get("scheduler")):
-            return InlineExecutor()
-        elif not self.named and self.entries is not None and self.entries <= SMALL_APPEND_ENTRIES:
-            if self.log:
-                self.log(f"gramdist: a small append ({self.entries:,} Gram entries): computing in this process "
-                         "(--workers N for a cluster)")
-            return InlineExecutor()
-        else:
-            from gramdist.engine.cluster import connect
-
-            self._ctx = connect(self.spec, self.scheduler)
-            ex = DaskExecutor(self._ctx.__enter__())
-        return ex
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._ctx is not None:
-            self._ctx.__exit__(*exc)
+    return sum(grid.entries(tl) for tl in grid.tiles() if not mask[tl])

@@ -19,6 +19,15 @@ from gramdist.lazy import lazy_import
 dask = lazy_import("dask")  # on first use: in-process runs never start Dask
 
 
+def as_spec(spec: Any) -> Any:
+    """A :class:`~gramdist.jobs.ClusterSpec` from a spec or a mapping of its fields."""
+    from gramdist.jobs import ClusterSpec
+
+    if spec is None:
+        return ClusterSpec()
+    return spec if isinstance(spec, ClusterSpec) else ClusterSpec(**dict(spec))
+
+
 def make_security(spec: dict[str, Any] | None) -> Any:
     """``distributed.security.Security`` from the job's ``cluster.security`` mapping.
 
@@ -92,10 +101,11 @@ def _check_scheme(address: str, security: Any) -> None:
 
 
 @contextlib.contextmanager
-def connect(cluster_spec: dict[str, Any], scheduler: str | None = None, *, timeout: str = "20s") -> Iterator[Any]:
+def connect(cluster_spec: Any, scheduler: str | None = None, *, timeout: str = "20s") -> Iterator[Any]:
     """Yield a ``distributed.Client`` for the job, closing what this function started.
 
-    ``timeout``: how long to try to reach an existing scheduler.
+    ``cluster_spec``: the job's :class:`~gramdist.jobs.ClusterSpec` (or a mapping of its
+    fields); ``timeout``: how long to try to reach an existing scheduler.
 
     Order: ``scheduler`` argument, then ``cluster.scheduler``, then ``$DASK_SCHEDULER_ADDRESS``
     connect to an existing cluster; else ``cluster.jobqueue`` starts HPC workers; else a
@@ -103,8 +113,9 @@ def connect(cluster_spec: dict[str, Any], scheduler: str | None = None, *, timeo
     """
     from distributed import Client
 
-    security = make_security(cluster_spec.get("security"))
-    address = scheduler or cluster_spec.get("scheduler") or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    spec = as_spec(cluster_spec)
+    security = make_security(spec.security)
+    address = scheduler or spec.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
     if address:
         _check_scheme(address, security)
         warn_plain_tcp(address)
@@ -117,12 +128,11 @@ def connect(cluster_spec: dict[str, Any], scheduler: str | None = None, *, timeo
         finally:
             client.close()
         return
-    if cluster_spec.get("jobqueue"):
-        cluster = _jobqueue_cluster(cluster_spec["jobqueue"])
+    if spec.jobqueue:
+        cluster = _jobqueue_cluster(spec.jobqueue)
     else:
-        n_workers = cluster_spec.get("n_workers") or os.cpu_count() or 1
         with dask.config.set(worker_malloc_environ()):
-            cluster = _local_cluster(cluster_spec, n_workers)
+            cluster = _local_cluster(spec)
     client = Client(cluster, security=security)
     try:
         yield client
@@ -200,15 +210,15 @@ def worker_malloc_environ() -> dict[str, Any]:
     return out
 
 
-def _local_cluster(cluster_spec: dict[str, Any], n_workers: int) -> Any:
+def _local_cluster(spec: Any) -> Any:
     from distributed import LocalCluster
 
     return LocalCluster(
-        n_workers=n_workers,
-        threads_per_worker=cluster_spec.get("threads_per_worker") or 1,
+        n_workers=spec.n_workers or os.cpu_count() or 1,
+        threads_per_worker=spec.threads_per_worker or 1,
         processes=True,
-        memory_limit=cluster_spec.get("memory_limit", "auto"),
-        dashboard_address=cluster_spec.get("dashboard_address") or ":0",
+        memory_limit=spec.memory_limit,
+        dashboard_address=spec.dashboard_address or ":0",
         # a level (the string "error" makes nannies fail); CRITICAL because a failing tile is
         # reported once, as a TileError naming it, not again in worker log records
         silence_logs=logging.CRITICAL,
@@ -216,14 +226,6 @@ def _local_cluster(cluster_spec: dict[str, Any], n_workers: int) -> Any:
 
 
 # ------------------------------------------------------------------ the Python front end's cluster
-#: Grams of at most this many entries (rows x columns) run in this process when no client is
-#: given or active: 5000 x 5000 graphs, a 200 MB float64 result held here anyway. Up to that
-#: size the fast kernels finish on one core in about the time a LocalCluster takes to start
-#: (measured here: NCI1's 4110 x 4110 WL Gram, h = 5, takes 0.7 s of CPU in process; starting
-#: a two-worker LocalCluster and importing the kernel code on it takes 2-4 s). Above it, the
-#: shared LocalCluster uses every core. ``in_process=`` overrides the choice.
-IN_PROCESS_MAX_ENTRIES = 5000 * 5000
-
 _shared: dict[str, Any] = {}
 _shared_lock = threading.Lock()
 
@@ -242,7 +244,7 @@ def active_client() -> Any | None:
     return client if client.status == "running" else None
 
 
-def shared_client(cluster_spec: dict[str, Any] | None = None) -> Any:
+def shared_client(cluster_spec: Any = None) -> Any:
     """The one embedded LocalCluster's client of this Python process, started on first use.
 
     Later calls reuse it (no start-up cost); it is closed when the interpreter exits, or by
@@ -257,9 +259,8 @@ def shared_client(cluster_spec: dict[str, Any] | None = None) -> Any:
         _close_shared_locked()
         from distributed import Client
 
-        spec = cluster_spec or {}
         with dask.config.set(worker_malloc_environ()):
-            cluster = _local_cluster(spec, spec.get("n_workers") or os.cpu_count() or 1)
+            cluster = _local_cluster(as_spec(cluster_spec))
         client = Client(cluster, set_as_default=False)
         _shared.update(cluster=cluster, client=client)
         if not _shared.get("atexit"):
@@ -282,36 +283,7 @@ def _close_shared_locked() -> None:
                 closable.close()
 
 
-def executor_for(n_entries: int, *, client: Any = None, in_process: bool | str = "auto") -> Any:
-    """Where the Python front end runs a Gram of ``n_entries`` entries: an Executor.
-
-    ``client`` (a ``distributed.Client`` or a scheduler address) first; else, unless
-    ``in_process`` is True, the active client; else in this process when ``in_process`` is True,
-    or is ``"auto"`` and the Gram has at most :data:`IN_PROCESS_MAX_ENTRIES` entries; else the
-    shared LocalCluster (:func:`shared_client`). A client named by address is kept for the
-    process like the shared one.
-    """
-    from gramdist.engine.executor import DaskExecutor, InlineExecutor
-
-    if runs_in_process(n_entries, client=client, in_process=in_process):
-        return InlineExecutor()
-    if client is not None:
-        return DaskExecutor(_address_client(client) if isinstance(client, str) else client)
-    return DaskExecutor(active_client() or shared_client())
-
-
-def runs_in_process(n_entries: int, *, client: Any = None, in_process: bool | str = "auto") -> bool:
-    """Whether :func:`executor_for` would run in this process (it starts and connects to nothing)."""
-    if in_process not in (True, False, "auto"):
-        raise JobError(f"in_process must be True, False or 'auto', got {in_process!r}")
-    if in_process is True:
-        return True
-    if client is not None or active_client() is not None:
-        return False
-    return in_process == "auto" and n_entries <= IN_PROCESS_MAX_ENTRIES
-
-
-def _address_client(address: str) -> Any:
+def address_client(address: str) -> Any:
     """One client per scheduler address for the process (reconnected if it was closed)."""
     from distributed import Client
 

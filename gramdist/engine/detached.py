@@ -18,14 +18,14 @@ stores; :mod:`gramdist.engine.jobrecord` reads and writes these files) the orche
   ``heartbeat`` (rewritten every :data:`HEARTBEAT_SECONDS`), ``scheduler``, ``dashboard`` and the
   last log lines. The submitter's first record (queued) is written by a worker, as every later
   one is by the orchestrator: the submitting machine need not see the store;
-* ``STORE.lock`` — the one-writer lock of :mod:`gramdist.engine.lock`, held by the run under the
+* ``STORE.lock`` — the one-writer lock of :mod:`gramdist.engine.store.lock`, held by the run under the
   job's id, so a second writer is refused naming the job;
 * ``STORE.cancel`` — written by :func:`cancel` (a request the orchestrator honours).
 
 :func:`~gramdist.engine.jobrecord.job_status` reads these and the store's done-mask, so
 ``gramdist status STORE`` works with the cluster gone. A record says *running* while its
 orchestrator lives; when its process is gone (same host) or its heartbeat is older than
-:data:`~gramdist.engine.lock.STALE_SECONDS`, the status is *stopped* and says why. The scheduler
+:data:`~gramdist.engine.store.lock.STALE_SECONDS`, the status is *stopped* and says why. The scheduler
 also holds a copy of each job's record (Dask's scheduler metadata, key ``gramdist-jobs``), which
 ``gramdist status --scheduler`` lists and ``gramdist cancel ID`` uses when the store is not
 visible from the caller.
@@ -56,22 +56,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gramdist.engine import lock as store_lock
 from gramdist.engine.cluster import connect
+from gramdist.engine.context import RunContext
 from gramdist.engine.jobrecord import (
     TERMINAL,
     JobStatus,
-    cancel_path,
+    cancel_file,
     job_status,
     orchestrator_gone,
-    read_json,
     read_record,
-    record_path,
+    record_file,
     status_from_record,
     store_progress,
-    write_json,
 )
+from gramdist.engine.placement import Placement
 from gramdist.engine.runner import run_grid, store_path_for
+from gramdist.engine.store import Location
+from gramdist.engine.store import lock as store_lock
 from gramdist.errors import GramdistError, JobError, StoreError
 
 logger = logging.getLogger("gramdist.detached")
@@ -103,11 +104,11 @@ class _Superseded(Exception):
 
 def new_job_id(job: dict[str, Any]) -> str:
     """``gramdist-<job name>-<6 hex>``: unique per submission (a resubmission is a new job)."""
-    name = re.sub(r"[^A-Za-z0-9_.-]", "-", str(job.get("_job_name") or "job"))[:40]
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", str(job.name or "job"))[:40]
     return f"gramdist-{name}-{uuid.uuid4().hex[:6]}"
 
 
-def job_stores(job: dict[str, Any], path: str) -> list[tuple[str, str]]:
+def job_stores(job: Any, path: str) -> list[tuple[str, str]]:
     """``(setting, store)`` of every store the job writes: ``path`` itself, or one per grid
     setting in the folder ``path`` (as :func:`~gramdist.engine.runner.run_grid` names them)."""
     from gramdist.jobs import expand_grid
@@ -115,7 +116,7 @@ def job_stores(job: dict[str, Any], path: str) -> list[tuple[str, str]]:
     settings = expand_grid(job)
     if len(settings) == 1 and not settings[0][0]:
         return [("", path)]
-    return [(name, os.path.join(path, f"{name}.zarr")) for name, _ in settings]
+    return [(name, str(Location(path).join(f"{name}.zarr"))) for name, _ in settings]
 
 
 def _who() -> str:
@@ -164,8 +165,7 @@ def claim_stores(path: str, stores: list[tuple[str, str]], record: dict[str, Any
             raise store_lock.StoreBusyError(busy_message(path, {**(current.get("orchestrator") or {}),
                                                               "since": current.get("since", 0),
                                                               "job_id": current.get("job_id")}))
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    write_json(record_path(path), record)
+    record_file(path).write(record)
 
 
 def busy_message(store: str, held: dict[str, Any]) -> str:
@@ -174,7 +174,7 @@ def busy_message(store: str, held: dict[str, Any]) -> str:
         return (f"{store}: being written by job {held['job_id']} ({where}); "
                 f"follow it with `gramdist status {store}`, stop it with `gramdist cancel {store}`")
     return (f"{store}: being written by another run ({store_lock.describe(held)}); wait for it, or stop it "
-            f"(its lock {store_lock.lock_path(store).name} is freed when it ends)")
+            f"(its lock {store_lock.lock_file(store).name} is freed when it ends)")
 
 
 def orchestrate(job: dict[str, Any], path: str, job_id: str, overwrite: bool) -> str:
@@ -211,7 +211,7 @@ class _Orchestrator:
                 raise _Superseded(record.get("orchestrator"))
             now = time.time()
             record.update(fields, job_id=self.job_id, heartbeat=now, updated=now, messages=self.messages[-MESSAGES_KEPT:])
-            write_json(record_path(self.path), record)
+            record_file(self.path).write(record)
             self._last_record = time.monotonic()
         self._publish(record)
 
@@ -268,7 +268,7 @@ class _Orchestrator:
 
     def cancel_requested(self) -> str | None:
         """Who asked to cancel this job (through the store or the scheduler), or None."""
-        request = read_json(cancel_path(self.path))
+        request = cancel_file(self.path).read()
         if request and request.get("job_id") == self.job_id:
             return str(request.get("by") or "a cancel request")
         with contextlib.suppress(Exception):
@@ -322,8 +322,9 @@ class _Orchestrator:
         threading.Thread(target=self._heartbeat, name=f"{self.job_id}-heartbeat", daemon=True).start()
         try:
             # a restarted orchestrator never overwrites: its predecessor may have written tiles
-            results = run_grid(self.job, out=self.path, client=self.client, overwrite=overwrite and not restarted,
-                               progress=self.progress, log=self.log, job_id=self.job_id)
+            results = run_grid(self.job, out=self.path, placement=Placement(client=self.client),
+                               overwrite=overwrite and not restarted,
+                               context=RunContext(progress=self.progress, log=self.log, job_id=self.job_id))
         except _Superseded:
             self._stop.set()
             logger.warning("gramdist job %s: taken over by another orchestrator; this one stops", self.job_id)
@@ -372,7 +373,7 @@ class SubmittedJob:
     cluster: dict[str, Any] = field(default_factory=dict, repr=False)  # TLS settings to reconnect
 
     def status(self) -> JobStatus:
-        if record_path(self.store).exists():
+        if record_file(self.store).exists():
             return job_status(self.store)
         with connect(self.cluster, self.scheduler, timeout="10s") as client:
             return scheduler_status(client, self.job_id)
@@ -392,7 +393,7 @@ class SubmittedJob:
             time.sleep(poll)
 
     def cancel(self, wait: float = WAIT_SECONDS) -> JobStatus:
-        return cancel(self.store if record_path(self.store).exists() else self.job_id,
+        return cancel(self.store if record_file(self.store).exists() else self.job_id,
                       scheduler=self.scheduler, cluster=self.cluster, wait=wait)
 
 
@@ -417,25 +418,25 @@ def submit(job: dict[str, Any] | str | os.PathLike, *, out: str | None = None, s
     ------
     JobError : no scheduler that outlives this process (none given, or ``cluster.jobqueue``).
     StoreError : the store cannot be written from the workers, or is being written
-        (:class:`~gramdist.engine.lock.StoreBusyError`, naming the job that writes it).
+        (:class:`~gramdist.engine.store.StoreBusyError`, naming the job that writes it).
     """
     from distributed import fire_and_forget
 
-    from gramdist.jobs import load_job
+    from gramdist.jobs import Job, load_job
 
-    if not isinstance(job, dict):
+    if not isinstance(job, Job):
         job = load_job(job)
-    cluster = job["cluster"]
-    address = scheduler or cluster.get("scheduler") or os.environ.get("DASK_SCHEDULER_ADDRESS")
+    cluster = job.cluster
+    address = scheduler or cluster.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
     if client is None and not address:
-        if cluster.get("jobqueue"):
+        if cluster.jobqueue:
             raise JobError("cluster.jobqueue starts the Dask scheduler inside this process, so it would end with it; "
                            "start a cluster that lasts (deploy/hpc/dask-cluster.slurm) and submit to it with "
                            "--scheduler-file or --scheduler, or use `gramdist run`")
         raise JobError("submit needs a running Dask scheduler that outlives this process: --scheduler ADDR, "
                        "cluster.scheduler or $DASK_SCHEDULER_ADDRESS (`gramdist run` starts a cluster of its own)")
     given = store_path_for(job, out)
-    path = os.path.abspath(given)
+    path = str(Location(given).absolute())
     stores = job_stores(job, path)
     job_id = new_job_id(job)
     with (connect(cluster, address) if client is None else contextlib.nullcontext(client)) as c:
@@ -443,7 +444,7 @@ def submit(job: dict[str, Any] | str | os.PathLike, *, out: str | None = None, s
         _check_from_workers(c, path, given)
         _refuse_if_pending(c, path, job_id)
         now = time.time()
-        record = {"job_id": job_id, "job_name": job.get("_job_name"), "state": "queued", "since": now,
+        record = {"job_id": job_id, "job_name": job.name, "state": "queued", "since": now,
                   "submitted": now, "submitted_by": _who(), "store": path, "stores": stores,
                   "scheduler": c.scheduler.address, "dashboard": c.dashboard_link, "restarts": 0,
                   "heartbeat": now, "messages": []}
@@ -454,7 +455,7 @@ def submit(job: dict[str, Any] | str | os.PathLike, *, out: str | None = None, s
         fire_and_forget(future)
         entry = _wait_until_started(c, future, job_id, wait)
         return SubmittedJob(job_id, path, address or c.scheduler.address, c.dashboard_link,
-                            entry.get("state", "queued"), {"security": cluster.get("security")})
+                            entry.get("state", "queued"), {"security": cluster.security})
 
 
 def _wait_for_workers(client: Any, timeout: float = 30.0) -> None:
@@ -473,7 +474,7 @@ def _check_from_workers(client: Any, path: str, given: str) -> None:
     if not bad:
         return
     addr, answer = sorted(bad.items())[0]
-    hint = f" (--out {given} was resolved on this machine)" if not os.path.isabs(given) else ""
+    hint = f" (--out {given} was resolved on this machine)" if not Location(given).is_absolute() else ""
     raise StoreError(f"{path}: cannot be written from {len(bad)} of {len(answers)} workers: on worker {addr} "
                      f"(host {answer['host']}) {answer['problem']}; the store must be on a file system the "
                      f"workers share, at the same absolute path{hint}")
@@ -573,13 +574,13 @@ def cancel(target: str, *, scheduler: str | None = None, cluster: dict[str, Any]
         def current() -> JobStatus:
             return job_status(store) if store is not None else scheduler_status(c, job_id)
 
-        if store is None and record_path(found := scheduler_status(c, job_id).store).exists():
+        if store is None and record_file(found := scheduler_status(c, job_id).store).exists():
             store = found
         status = current()
         if status.finished:
             return status
         if store is not None:
-            write_json(cancel_path(store), request)
+            cancel_file(store).write(request)
             if status.state == "queued":  # nobody runs it yet: record the cancel now
                 _mark_cancelled(store, job_id, f"cancelled by {request['by']} while queued")
         if c is not None:
@@ -604,7 +605,7 @@ def _submitted_store(target: str) -> tuple[str | None, dict[str, Any] | None]:
     record = read_record(target)
     if record is not None:
         return target, record
-    if not Path(target).exists():
+    if not Location(target).exists():
         return None, None
     status = job_status(target)  # a setting of a grid, or a store no job was submitted to
     record = read_record(status.store) if status.job_id else None
@@ -618,4 +619,4 @@ def _mark_cancelled(store: str, job_id: str, reason: str) -> None:
     record = read_record(store) or {}
     if record.get("job_id") == job_id and record.get("state") not in TERMINAL:
         record.update(state="cancelled", since=time.time(), phase=None, reason=reason)
-        write_json(record_path(store), record)
+        record_file(store).write(record)

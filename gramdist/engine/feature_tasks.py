@@ -14,20 +14,17 @@ import time
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from gramdist.arrayops import normalize_block
 from gramdist.datasets.lazy import GraphChunk, load_chunk
-from gramdist.engine import feature_store as fs
+from gramdist.engine import nystroem
+from gramdist.engine.nystroem import NystroemState
+from gramdist.engine.store import ChunkTarget
 from gramdist.engine.tasks import embed_task
-from gramdist.errors import JobError, TileError
+from gramdist.errors import TileError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState
 
-#: rows per matrix product when projecting onto the Nyström basis: every product has this
-#: shape (the last block is padded with zeros), so a graph's features never depend on which
-#: other graphs share its chunk (BLAS may round differently for other shapes)
-PROJECTION_ROWS = 64
 #: squared distances below this fraction of K(x, x) + K(l, l) count as 0: the same graph
 DUPLICATE_TOLERANCE = 1e-12
 
@@ -53,8 +50,8 @@ def _write_error(i: int, path: str, exc: OSError) -> TileError:
                      "rerun the command to resume once this is fixed")
 
 
-def sparse_chunk_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch | GraphChunk, path: str,
-                      grid: fs.ChunkGrid, i: int, y_dtype: Any, compression_level: int) -> dict[str, Any]:
+def sparse_chunk_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch | GraphChunk,
+                      target: ChunkTarget, i: int) -> dict[str, Any]:
     """Explicit features of chunk ``i``: embed, take the kernel's feature rows, write them as CSR."""
     t0 = time.perf_counter()
     batch = None
@@ -64,10 +61,9 @@ def sparse_chunk_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatc
     except Exception as exc:
         raise chunk_error(i, batch, exc) from exc
     try:
-        checksum = fs.write_sparse_chunk(path, grid, i, rows["indptr"], rows["keys"], rows["values"], rows["diag"],
-                                         batch.y, batch.graph_ids, y_dtype, compression_level)
+        checksum = target.write_sparse(i, rows, batch)
     except OSError as exc:
-        raise _write_error(i, path, exc) from None
+        raise _write_error(i, target.path, exc) from None
     return {"chunk": i, "checksum": checksum, "nnz": int(len(rows["keys"])), "counts": rows["counts"],
             "seconds": time.perf_counter() - t0, "worker": worker_name()}
 
@@ -88,26 +84,8 @@ def sparse_rows(kernel: GraphKernel, state: KernelState, batch: GraphBatch) -> d
             "counts": _counts(kernel, emb)}
 
 
-def project(k: np.ndarray, projection: np.ndarray) -> np.ndarray:
-    """``k @ projection`` ((n, m) @ (m, r)) in products of :data:`PROJECTION_ROWS` rows each.
-
-    One BLAS thread and one product shape, so each row's result is the same bits whatever
-    the other rows (see :data:`PROJECTION_ROWS`).
-    """
-    n, m = k.shape
-    out = np.empty((n, projection.shape[1]), dtype=np.float64)
-    block = np.zeros((PROJECTION_ROWS, m), dtype=np.float64)
-    with threadpool_limits(limits=1):
-        for a in range(0, n, PROJECTION_ROWS):
-            b = min(a + PROJECTION_ROWS, n)
-            block[: b - a] = k[a:b]
-            block[b - a:] = 0.0
-            out[a:b] = (block @ projection)[: b - a]
-    return out
-
-
 def nystroem_rows(kernel: GraphKernel, state: KernelState, emb: Any, diag: np.ndarray, landmarks: Any,
-                  nys: fs.NystroemState, normalize: bool) -> np.ndarray:
+                  nys: NystroemState, normalize: bool) -> np.ndarray:
     """Φ(x) = Λ^{-1/2} Uᵀ K(L, x) of embedded graphs: (len(emb), k) float64.
 
     K(x, L) is cosine-normalised first when the job normalises (as the landmarks' Gram was).
@@ -117,15 +95,14 @@ def nystroem_rows(kernel: GraphKernel, state: KernelState, emb: Any, diag: np.nd
         raise ValueError(f"pairwise returned shape {k.shape}, expected {(len(diag), len(nys.landmark_diag))}")
     if normalize:
         normalize_block(k, diag, nys.landmark_diag, out=k)
-    phi = project(k, nys.projection)
+    phi = nystroem.project(k, nys.projection)
     if not np.all(np.isfinite(phi)):
         raise FloatingPointError("non-finite Nyström features")
     return phi
 
 
 def nystroem_chunk_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch | GraphChunk, landmarks: Any,
-                        nys: fs.NystroemState, path: str, grid: fs.ChunkGrid, i: int, normalize: bool,
-                        y_dtype: Any) -> dict[str, Any]:
+                        nys: NystroemState, normalize: bool, target: ChunkTarget, i: int) -> dict[str, Any]:
     """Nyström features of chunk ``i``: embed, K(x, L) against the landmarks, project, write."""
     t0 = time.perf_counter()
     batch = None
@@ -136,15 +113,15 @@ def nystroem_chunk_task(kernel: GraphKernel, state: KernelState, graphs: GraphBa
         raise chunk_error(i, batch, exc) from exc
     phi = rows["features"]
     try:
-        checksum = fs.write_dense_chunk(path, grid, i, phi, rows["diag"], batch.y, batch.graph_ids, y_dtype)
+        checksum = target.write_dense(i, phi, rows["diag"], batch)
     except OSError as exc:
-        raise _write_error(i, path, exc) from None
+        raise _write_error(i, target.path, exc) from None
     return {"chunk": i, "checksum": checksum, "nnz": int(phi.size), "counts": rows["counts"],
             "seconds": time.perf_counter() - t0, "worker": worker_name()}
 
 
 def nystroem_features(kernel: GraphKernel, state: KernelState, batch: GraphBatch, landmarks: Any,
-                      nys: fs.NystroemState, normalize: bool) -> dict[str, Any]:
+                      nys: NystroemState, normalize: bool) -> dict[str, Any]:
     """Nyström features of graphs: embed, K(x, L) against the embedded ``landmarks``, project.
 
     Returns a dict with ``features`` (G, k) float64, ``diag`` (G,) raw K(g, g) and ``counts``:
@@ -156,36 +133,21 @@ def nystroem_features(kernel: GraphKernel, state: KernelState, batch: GraphBatch
     return {"features": phi, "diag": diag, "counts": _counts(kernel, emb)}
 
 
-def load_nystroem_task(path: str) -> fs.NystroemState:
+def load_nystroem_task(path: str) -> NystroemState:
     """The Nyström state read from the store: a recomputable way to share it with workers."""
-    return fs.read_nystroem(path)
+    from gramdist.engine.store import FeatureStore
+
+    return FeatureStore.open(path).read_nystroem()
 
 
-def embed_landmarks_task(kernel: GraphKernel, state: KernelState, nys: fs.NystroemState) -> Any:
+def embed_landmarks_task(kernel: GraphKernel, state: KernelState, nys: NystroemState) -> Any:
     """Embeddings of the landmark graphs (computed once per worker that needs them)."""
     return embed_task(kernel, state, nys.landmarks)
 
 
 def nystroem_basis_task(w: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray]:
-    """Eigen-decomposition of K(L, L) and the projection onto its top eigenpairs.
-
-    Returns ``(eigenvalues, projection)``: all m eigenvalues in decreasing order, and the
-    (m, k) matrix ``U_k Λ_k^{-1/2}`` over the k eigenpairs with ``λ > cutoff * λ_max``. Each
-    eigenvector's sign is fixed (its largest-magnitude entry positive), and LAPACK runs on
-    one thread, so the same K(L, L) always gives the same bits.
-    """
-    w = np.asarray(w, dtype=np.float64)
-    with threadpool_limits(limits=1):
-        lam, u = np.linalg.eigh(w)
-    lam, u = lam[::-1].copy(), u[:, ::-1].copy()
-    if not len(lam) or not lam[0] > 0:
-        raise JobError("Nyström: K(landmarks, landmarks) has no positive eigenvalue (all landmark graphs "
-                       "have zero self-similarity?)")
-    keep = lam > cutoff * lam[0]
-    u = u[:, keep]
-    flip = u[np.argmax(np.abs(u), axis=0), np.arange(u.shape[1])] < 0
-    u[:, flip] *= -1.0
-    return lam, u / np.sqrt(lam[keep])
+    """:func:`gramdist.engine.nystroem.basis` as a task."""
+    return nystroem.basis(w, cutoff)
 
 
 def squared_distance_task(kernel: GraphKernel, state: KernelState, emb_x: Any, diag_x: np.ndarray, emb_l: Any,

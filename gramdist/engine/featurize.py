@@ -47,71 +47,51 @@ Fidelity choices of the Nyström features
   graph is stored in ``diag``.
 * **Bits**: a graph's Φ depends only on the graph, the state and the landmarks: ``pairwise``
   does not depend on the other graphs of a block (the kernel contract), and the projection
-  is a product of fixed shape (:data:`~gramdist.engine.feature_tasks.PROJECTION_ROWS` rows,
+  is a product of fixed shape (:data:`~gramdist.engine.nystroem.PROJECTION_ROWS` rows,
   one BLAS thread), so the store is the same whatever the chunk size or number of workers,
   and a graph mapped later (``--from``) gets the same row it got here.
 """
 
 from __future__ import annotations
 
-import contextlib
-import copy
 import math
 import time
 from collections import Counter
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gramdist.engine import feature_store as fs
+from gramdist._version import __version__
 from gramdist.engine import feature_tasks as ft
 from gramdist.engine import steps, tasks
-from gramdist.engine import store as st
-from gramdist.engine.cluster import connect
+from gramdist.engine.context import RunContext, progress_reporter
 from gramdist.engine.executor import Executor
-from gramdist.engine.lock import StoreLock
-from gramdist.engine.runner import compute_in_memory, dask_executor
-from gramdist.errors import JobError, StoreError, TileError
+from gramdist.engine.nystroem import KMEANSPP_ROUNDS, NystroemSpec, NystroemState, d2_draw
+from gramdist.engine.placement import Placement
+from gramdist.engine.plan import GramPlan, fit_sample_indices, plan_gram, plan_job
+from gramdist.engine.runner import compute_in_memory, run_settings
+from gramdist.engine.sinks import ChunkSink, FeatureStoreSink, RowsSink
+from gramdist.engine.store import ChunkGrid, FeatureMeta, FeatureStore, Location, StoreLock, as_location
+from gramdist.engine.window import Window, run_window
+from gramdist.errors import JobError, StoreError
 from gramdist.graphs import GraphBatch
+from gramdist.jobs import GramSpec, Job
 
-#: relative eigenvalue cutoff of the Nyström basis (see the module docstring)
-DEFAULT_EIG_CUTOFF = 1e-8
-LANDMARK_RULES = ("kmeans++", "uniform")
-#: rounds of parallel D² draws after the first landmark
-KMEANSPP_ROUNDS = 32
 #: the default chunk: at least 8 chunks (work for every worker), at most this many graphs
 MAX_DEFAULT_CHUNK = 4096
-
-
-@dataclass(frozen=True)
-class NystroemSpec:
-    """Nyström features with ``m`` landmarks (see the module docstring for each choice)."""
-
-    m: int
-    landmarks: str = "kmeans++"
-    eig_cutoff: float = DEFAULT_EIG_CUTOFF
-
-    def validate(self) -> None:
-        if isinstance(self.m, bool) or not isinstance(self.m, int) or self.m < 1:
-            raise JobError(f"--nystroem: the number of landmarks must be a positive integer, got {self.m!r}")
-        if self.landmarks not in LANDMARK_RULES:
-            raise JobError(f"--landmarks: one of {', '.join(LANDMARK_RULES)}, got {self.landmarks!r}")
-        if not 0.0 <= self.eig_cutoff < 1.0:
-            raise JobError(f"--eig-cutoff: must be in [0, 1), got {self.eig_cutoff!r}")
 
 
 @dataclass
 class FeaturePlan:
     """A resolved feature computation: the Gram plan's kernel, graphs and fit, cut into chunks."""
 
-    gram: steps.GramPlan
-    grid: fs.ChunkGrid
+    gram: GramPlan
+    grid: ChunkGrid
     nystroem: NystroemSpec | None
     from_store: str | None
-    attrs: dict[str, Any]
+    meta: FeatureMeta
 
     @property
     def kernel(self) -> Any:
@@ -152,7 +132,7 @@ def _label_dtype(graphs: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------ plan
-def plan_features(job: dict[str, Any], *, chunk_size: int | None = None, nystroem: NystroemSpec | None = None,
+def plan_features(job: Job, *, chunk_size: int | None = None, nystroem: NystroemSpec | None = None,
                   from_store: str | None = None) -> FeaturePlan:
     """Resolve and validate a (grid-free) feature job; nothing is computed.
 
@@ -162,18 +142,16 @@ def plan_features(job: dict[str, Any], *, chunk_size: int | None = None, nystroe
     """
     from gramdist.datasets.lazy import open_dataset
 
-    if job.get("test"):
+    if job.test:
         raise JobError("a feature job maps the graphs of its `dataset`; to map other graphs with this "
                        "job's fitted state, run `gramdist features` on a job for them with --from STORE")
-    job = copy.deepcopy(job)
-    source_attrs: dict[str, Any] | None = None
+    source = None
     if from_store:
-        source = fs.open_feature_store(from_store)
-        if not source.attrs.get("complete"):
+        source = FeatureStore.open(from_store)
+        if not source.complete:
             raise StoreError(f"{from_store}: --from needs a finished feature store")
-        source_attrs = dict(source.attrs)
-        job["gram"]["normalize"] = bool(source_attrs.get("normalize"))
-        spec = source_attrs.get("nystroem_spec")
+        job = job.replace(gram=GramSpec(**{**job.gram.to_dict(), "normalize": source.normalize}))
+        spec = source.nystroem_spec
         given = nystroem
         nystroem = NystroemSpec(**spec) if spec else None
         if given is not None and given != nystroem:
@@ -181,14 +159,13 @@ def plan_features(job: dict[str, Any], *, chunk_size: int | None = None, nystroe
                            "leave them out with --from")
     if nystroem is not None:
         nystroem.validate()
-    gram = steps.plan_job(job, loader=open_dataset)
-    if source_attrs is not None and source_attrs.get("kernel") != gram.attrs["kernel"]:
-        raise JobError(f"--from {from_store}: its kernel {source_attrs.get('kernel')} is not this job's "
-                       f"{gram.attrs['kernel']}")
+    gram = plan_job(job, loader=open_dataset)
+    if source is not None and source.kernel != gram.meta.kernel:
+        raise JobError(f"--from {from_store}: its kernel {source.kernel} is not this job's {gram.meta.kernel}")
     return feature_plan(gram, chunk_size=chunk_size, nystroem=nystroem, from_store=from_store)
 
 
-def feature_plan(gram: steps.GramPlan, *, chunk_size: int | None = None, nystroem: NystroemSpec | None = None,
+def feature_plan(gram: GramPlan, *, chunk_size: int | None = None, nystroem: NystroemSpec | None = None,
                  from_store: str | None = None) -> FeaturePlan:
     """The feature computation of a Gram plan's kernel, graphs and fit (what :func:`plan_features`
     builds once the job is resolved)."""
@@ -197,314 +174,310 @@ def feature_plan(gram: steps.GramPlan, *, chunk_size: int | None = None, nystroe
                        "with --nystroem M (M landmark graphs, e.g. 1000)")
     n = len(gram.cols)
     lazy = not isinstance(gram.cols, GraphBatch)
-    sample = gram.fit.get("sample_size")
+    sample = gram.fit.sample_size
     if lazy and not from_store and (sample is None or sample >= n):
         raise JobError(f"the dataset is generated chunk by chunk ({n} graphs, never all in one process): set "
                        "fit.sample_size to the number of graphs the fit (and the landmarks) may hold in memory")
     chunk = int(chunk_size) if chunk_size is not None else default_chunk_size(n)
     if chunk < 1:
         raise JobError(f"--chunk-size must be >= 1, got {chunk}")
-    attrs = {k: gram.attrs[k] for k in ("gramdist_version", "kernel", "dataset", "dataset_checksum", "fit",
-                                        "normalize", "job")}
-    attrs |= {"chunk_size": chunk, "feature_kind": "sparse" if nystroem is None else "nystroem",
-              "nystroem_spec": asdict(nystroem) if nystroem else None,
-              "from_store": str(Path(from_store).resolve()) if from_store else None}
-    return FeaturePlan(gram, fs.ChunkGrid(n, chunk), nystroem, from_store, attrs)
+    m = gram.meta
+    meta = FeatureMeta(gramdist_version=__version__, kernel=m.kernel, dataset=m.dataset,
+                       dataset_checksum=m.dataset_checksum, fit=m.fit, normalize=m.normalize, chunk_size=chunk,
+                       feature_kind="sparse" if nystroem is None else "nystroem",
+                       nystroem_spec=asdict(nystroem) if nystroem else None,
+                       from_store=str(Path(from_store).resolve()) if from_store else None, job=m.job)
+    return FeaturePlan(gram, ChunkGrid(n, chunk), nystroem, from_store, meta)
 
 
-def feature_store_path(job: dict[str, Any], out: str | None) -> str:
+def feature_store_path(job: Job, out: str | None) -> str:
     """``--out``, else ``<job name>-features.zarr`` in the working directory."""
-    return str(out) if out else f"{job.get('_job_name') or 'job'}-features.zarr"
+    return str(out) if out else f"{job.name or 'job'}-features.zarr"
 
 
-# ------------------------------------------------------------------------------------ sink
-class FeatureSink:
-    """A feature store being written: chunk tasks write their rows; this process keeps the
-    done-mask and checksums, saved every ``checkpoint_seconds`` and at the end. It keeps the
-    fitted state the way a Gram store does (``keeps_state``), so the engine's state step
-    writes into it unchanged."""
-
-    keeps_state = True
-
-    def __init__(self, root: Any, path: str, grid: fs.ChunkGrid,
-                 checkpoint_seconds: float = steps.CHECKPOINT_SECONDS) -> None:
-        self.root = root
-        self.path = path
-        self.grid = grid
-        self.write_path = str(Path(path).resolve())
-        self.checkpoint_seconds = checkpoint_seconds
-        self.mask, self.checksums = fs.read_chunk_mask(root)
-        self._last_flush = time.monotonic()
-
-    def chunk_done(self, i: int, checksum: int) -> None:
-        self.mask[i] = True
-        self.checksums[i] = np.uint64(checksum)
-
-    def flush(self, force: bool = True) -> bool:
-        if not force and time.monotonic() - self._last_flush <= self.checkpoint_seconds:
-            return False
-        fs.write_chunk_mask(self.root, self.mask, self.checksums)
-        self._last_flush = time.monotonic()
-        return True
-
-    def finish(self) -> bool:
-        self.flush()
-        return fs.mark_complete(self.root)
-
-    def record_timings(self, timings: dict[str, float]) -> None:
-        fs.record_stats(self.root, timings)
-
-
-def open_sink(plan: FeaturePlan, path: str, overwrite: bool, *, create: bool = True) -> FeatureSink | None:
-    """The store at ``path`` resumed (its job must be this one), or a new one (``create``);
+def open_sink(plan: FeaturePlan, where: str | Location, overwrite: bool, *, create: bool = True
+              ) -> FeatureStoreSink | None:
+    """The store at ``location`` resumed (its job must be this one), or a new one (``create``);
     None when there is none and ``create`` is false."""
-    root = None
-    if Path(path).exists() and not overwrite:
-        root = fs.open_feature_store(path, mode="r+")
-        diff = fs.fingerprint_mismatch(root, plan.attrs)
+    location = as_location(where)
+    store = None
+    if location.exists() and not overwrite:
+        store = FeatureStore.open(location, mode="r+")
+        diff = store.fingerprint_mismatch(plan.meta.to_attrs())
         if diff:
-            raise StoreError(f"{path}: store was made by a different job ({', '.join(diff)} differ); "
+            raise StoreError(f"{location}: store was made by a different job ({', '.join(diff)} differ); "
                              "choose another --out or pass --overwrite")
-    if root is None:
+    if store is None:
         if not create:
             return None
-        root = fs.create_feature_store(path, plan.grid, plan.attrs, sparse=plan.nystroem is None,
-                                       y_dtype=_label_dtype(plan.graphs),
-                                       compression_level=plan.gram.compression_level, overwrite=overwrite)
-    return FeatureSink(root, path, plan.grid, plan.gram.checkpoint_seconds)
+        store = FeatureStore.create(location, plan.grid, plan.meta, y_dtype=_label_dtype(plan.graphs),
+                                    compression_level=plan.gram.gram.compression_level, overwrite=overwrite)
+    return FeatureStoreSink(store, plan.gram.gram.checkpoint_seconds)
 
 
 # ------------------------------------------------------------------------------------ runs
-def featurize_grid(job: dict[str, Any], *, out: str | None = None, **kwargs: Any) -> list[tuple[str, FeatureResult]]:
+@dataclass(frozen=True)
+class FeatureRequest:
+    """What a ``gramdist features`` run asks for besides its job: the chunk size, Nyström
+    settings (None: the kernel's explicit features), and a store whose state maps the graphs."""
+
+    chunk_size: int | None = None
+    nystroem: NystroemSpec | None = None
+    from_store: str | None = None
+
+
+def featurize_grid(job: Job, *, out: str | None = None, request: FeatureRequest | None = None,
+                   placement: Placement | None = None, overwrite: bool = False,
+                   context: RunContext | None = None) -> list[tuple[str, FeatureResult]]:
     """:func:`featurize_job` for a job, or for each setting of its grid into ``<out>/<setting>.zarr``
     (one cluster for all). Returns ``(setting name, result)`` pairs (name ``""`` without a grid)."""
-    from gramdist.jobs import expand_grid
+    context = context or RunContext()
+    placement = placement or Placement(cluster=job.cluster, in_process=False)
+    folder = (out or f"{job.name}-features") if job.grid else feature_store_path(job, out)
 
-    settings = expand_grid(job)
-    if len(settings) == 1 and not settings[0][0]:
-        return [("", featurize_job(settings[0][1], out=out, **kwargs))]
-    folder = Path(out or f"{job['_job_name']}-features")
-    folder.mkdir(parents=True, exist_ok=True)
-    client, scheduler = kwargs.pop("client", None), kwargs.pop("scheduler", None)
-    log = kwargs.get("log") or steps.stderr_log
-    results = []
-    with (connect(job["cluster"], scheduler) if client is None else contextlib.nullcontext(client)) as client:
-        for name, sub in settings:
-            log(f"gramdist: grid setting {name}")
-            results.append((name, featurize_job(sub, out=str(folder / f"{name}.zarr"), client=client, **kwargs)))
-    return results
+    def one(sub: Job, path: str, where: Placement) -> FeatureResult:
+        return featurize_job(sub, out=path, request=request, placement=where, overwrite=overwrite, context=context)
+
+    return run_settings(job, folder, placement, one, context)
 
 
-def featurize_job(job: dict[str, Any], *, out: str | None = None, scheduler: str | None = None, client: Any = None,
-                  overwrite: bool = False, progress: steps.Progress = True, log: steps.Log | None = None,
-                  chunk_size: int | None = None, nystroem: NystroemSpec | None = None,
-                  from_store: str | None = None) -> FeatureResult:
+def featurize_job(job: Job, *, out: str | None = None, request: FeatureRequest | None = None,
+                  placement: Placement | None = None, overwrite: bool = False,
+                  context: RunContext | None = None) -> FeatureResult:
     """Compute a (grid-free) job's features into a feature store; resume it if it exists.
 
-    Parameters
-    ----------
-    job : a validated job dict (see :mod:`gramdist.jobs`).
-    out : store path (default ``<job name>-features.zarr``).
-    scheduler, client : as :func:`gramdist.engine.runner.run_job`.
-    overwrite : replace an existing store made by a different job.
-    progress : a progress bar (True), none (False) or ``callback(done, total)`` per chunk.
-    chunk_size : graphs per chunk (one task, one Zarr chunk); default :func:`default_chunk_size`.
-    nystroem : Nyström features with these settings; None: the kernel's explicit features.
-    from_store : map the graphs with this finished feature store's state and basis (no refit).
+    ``out``: the store (default ``<job name>-features.zarr``); ``request``: chunk size,
+    Nyström settings, ``--from`` store; ``placement``, ``overwrite``, ``context``: as for
+    :func:`gramdist.engine.runner.run_job`.
     """
-    log = log or steps.stderr_log
     t_start = time.perf_counter()
-    plan = plan_features(job, chunk_size=chunk_size, nystroem=nystroem, from_store=from_store)
-    return run_feature_plan(plan, feature_store_path(job, out), dask_executor(job["cluster"], scheduler, client),
-                            overwrite=overwrite, progress=progress, log=log, t_start=t_start)
+    request = request or FeatureRequest()
+    plan = plan_features(job, chunk_size=request.chunk_size, nystroem=request.nystroem,
+                         from_store=request.from_store)
+    return run_feature_plan(plan, feature_store_path(job, out),
+                            placement or Placement(cluster=job.cluster, in_process=False),
+                            overwrite=overwrite, context=context, t_start=t_start)
 
 
-def run_feature_plan(plan: FeaturePlan, path: str, executor: AbstractContextManager[Executor], *,
-                     overwrite: bool = False, progress: steps.Progress = True, log: steps.Log | None = None,
-                     t_start: float | None = None) -> FeatureResult:
-    """Compute ``plan`` into the feature store at ``path`` under its lock; resume it if it exists.
+def _work(plan: FeaturePlan) -> int:
+    """Kernel values a feature computation evaluates (what the placement weighs)."""
+    n = plan.grid.n_graphs
+    if plan.nystroem is None:
+        return n * n
+    pool = n if plan.gram.fit.sample_size is None else min(n, plan.gram.fit.sample_size)
+    return (n + pool) * plan.nystroem.m
+
+
+def run_feature_plan(plan: FeaturePlan, where: str | Location, placement: Placement, *, overwrite: bool = False,
+                     context: RunContext | None = None, t_start: float | None = None) -> FeatureResult:
+    """Compute ``plan`` into the feature store at ``where`` under its lock; resume it if it exists.
 
     What ``gramdist features`` does once its job is planned, and what
-    :class:`gramdist.FeatureTransformer` with ``store=`` calls with its own plan.
-    ``executor``: a context manager yielding the :class:`Executor`, entered only once the
-    store is known to need work (see :func:`gramdist.engine.runner.run_plan`).
+    :class:`gramdist.FeatureTransformer` with ``store=`` calls with its own plan; the executor
+    starts only once the store is known to need work.
     """
-    log = log or steps.stderr_log
+    context = context or RunContext()
+    location = as_location(where)
     t_start = time.perf_counter() if t_start is None else t_start
-    steps.check_output_location(path, plan.grid.n_graphs, plan.nystroem.m if plan.nystroem else 16)
-    with StoreLock(path, log=log):
-        sink = open_sink(plan, path, overwrite, create=False)
-        if sink is not None and sink.root.attrs.get("complete") and fs.mark_complete(sink.root):
-            log(f"{path}: already complete ({plan.grid.n_chunks} chunks)")
+    steps.check_output_location(location, plan.grid.n_graphs, plan.nystroem.m if plan.nystroem else 16)
+    with StoreLock(location, log=context.log):
+        sink = open_sink(plan, location, overwrite, create=False)
+        if sink is not None and sink.store.is_finished():
+            context.log(f"{location}: already complete ({plan.grid.n_chunks} chunks)")
             n = plan.grid.n_chunks
-            return FeatureResult(path, n, 0, n, True, timings=plan.gram.timings)
+            return FeatureResult(str(location), n, 0, n, True, timings=plan.gram.timings)
         t = time.perf_counter()
-        with executor as ex:
+        with placement.executor(_work(plan), context.log) as ex:
             ex.warm_up(type(plan.kernel).__module__)
             plan.gram.timings["cluster_s"] = time.perf_counter() - t
             if sink is None:  # created only once a cluster is reached
-                sink = open_sink(plan, path, overwrite)
-            log(f"gramdist: {plan.kernel!r} features of {plan.grid.n_graphs} graphs in {plan.grid.n_chunks} "
-                f"chunks of {plan.grid.chunk}"
-                + (f", Nyström with {plan.nystroem.m} landmarks ({plan.nystroem.landmarks})" if plan.nystroem else "")
-                + f", {ex.n_workers()} workers ({ex.n_threads()} threads); dashboard: {ex.dashboard()}")
-            result = compute_features(ex, plan, sink, progress=progress, log=log)
+                sink = open_sink(plan, location, overwrite)
+            context.log(f"gramdist: {plan.kernel!r} features of {plan.grid.n_graphs} graphs in {plan.grid.n_chunks} "
+                        f"chunks of {plan.grid.chunk}"
+                        + (f", Nyström with {plan.nystroem.m} landmarks ({plan.nystroem.landmarks})"
+                           if plan.nystroem else "")
+                        + f", {ex.n_workers()} workers ({ex.n_threads()} threads); dashboard: {ex.dashboard()}")
+            result = compute_features(ex, plan, sink, context)
     plan.gram.timings["total_s"] = time.perf_counter() - t_start
     sink.record_timings(plan.gram.timings)
     result.timings = plan.gram.timings
     return result
 
 
-def compute_features(ex: Executor, plan: FeaturePlan, sink: FeatureSink, *, progress: steps.Progress = False,
-                     log: steps.Log | None = None) -> FeatureResult:
-    """State, Nyström basis, chunks and completion of ``plan`` into an open store: every chunk
-    the done-mask lacks is computed."""
-    log = log or steps.stderr_log
-    if plan.from_store:
-        _adopt(plan, sink, log)
-    else:
-        steps.obtain_state(ex, plan.gram, sink, log)
-    token = steps.new_token()
-    state_f = steps.share_state(ex, sink, None, token)
-    kernel, grid = plan.kernel, plan.grid
-    if plan.nystroem is not None and not sink.root.attrs.get("nystroem_complete"):
-        t = time.perf_counter()
-        fit_nystroem(ex, plan, sink, state_f, token, log)
-        plan.gram.timings["nystroem_s"] = time.perf_counter() - t
-    y_dtype = fs.label_dtype(sink.root)
-    if plan.nystroem is None:
-        def submit(i: int) -> Any:
-            r0, r1 = grid.range(i)
-            return ex.submit(ft.sparse_chunk_task, kernel, state_f, plan.graphs[r0:r1], sink.write_path, grid, i,
-                             y_dtype, plan.gram.compression_level, key=f"features-{i}-{token}", spread=True,
-                             retries=1)
-    else:
-        nys_f = ex.submit(ft.load_nystroem_task, sink.write_path, key=f"nystroem-{token}")
-        land_f = ex.submit(ft.embed_landmarks_task, kernel, state_f, nys_f, key=f"landmarks-{token}")
+class _ChunkSubmitter:
+    """Submits the chunk tasks of a feature computation: explicit rows, or Nyström rows."""
 
-        def submit(i: int) -> Any:
-            r0, r1 = grid.range(i)
-            return ex.submit(ft.nystroem_chunk_task, kernel, state_f, plan.graphs[r0:r1], land_f, nys_f,
-                             sink.write_path, grid, i, plan.normalize, y_dtype, key=f"nystroem-{i}-{token}",
-                             spread=True, retries=1)
+    def __init__(self, ex: Executor, plan: FeaturePlan, state_f: Any, sink: ChunkSink, nys_f: Any = None,
+                 graphs: Any = None) -> None:
+        self.ex, self.plan, self.state_f, self.sink = ex, plan, state_f, sink
+        self.graphs = plan.graphs if graphs is None else graphs
+        self.token = steps.new_token()
+        self.nys_f = nys_f
+        self.land_f = None
+        if nys_f is not None:
+            self.land_f = ex.submit(ft.embed_landmarks_task, plan.kernel, state_f, nys_f, key=f"landmarks-{self.token}")
 
-    todo = [i for i in range(grid.n_chunks) if not sink.mask[i]]
-    already = grid.n_chunks - len(todo)
-    t = time.perf_counter()
-    report = _run_chunks(ex, plan, sink, todo, submit, already, progress, log)
-    plan.gram.timings["chunks_s"] = time.perf_counter() - t
-    tiles = steps.TileReport(report["computed"], report["counts"], {}, counted=bool(report["counts"]))
-    complete, notes = steps.finish(plan.gram, sink, tiles, log)
-    secs = plan.gram.timings["chunks_s"]
-    spread = ", ".join(f"{w} {c}" for w, c in sorted(report["workers"].items()))
-    log(f"gramdist: {report['computed']} chunks computed ({already} already done) in {secs:.2f} s"
-        + (f" (chunks per worker: {spread})" if spread else "")
-        + f"; store {sink.path} {'complete' if complete else 'INCOMPLETE (rerun to resume)'}")
-    return FeatureResult(sink.path, grid.n_chunks, report["computed"], already, complete, report["nnz"],
-                         dict(report["workers"]), plan.gram.timings, notes)
+    def __call__(self, i: int) -> Any:
+        a, b = self.plan.grid.range(i)
+        chunk, kernel, target = self.graphs[a:b], self.plan.kernel, self.sink.target
+        if self.nys_f is None:
+            if target is None:
+                return self.ex.submit(_tagged, i, ft.sparse_rows, kernel, self.state_f, chunk,
+                                      key=f"features-{i}-{self.token}", spread=True)
+            return self.ex.submit(ft.sparse_chunk_task, kernel, self.state_f, chunk, target, i,
+                                  key=f"features-{i}-{self.token}", spread=True, retries=1)
+        if target is None:
+            return self.ex.submit(_tagged, i, ft.nystroem_features, kernel, self.state_f, chunk, self.land_f,
+                                  self.nys_f, self.plan.normalize, key=f"nystroem-{i}-{self.token}", spread=True)
+        return self.ex.submit(ft.nystroem_chunk_task, kernel, self.state_f, chunk, self.land_f, self.nys_f,
+                              self.plan.normalize, target, i, key=f"nystroem-{i}-{self.token}", spread=True,
+                              retries=1)
 
 
-def _run_chunks(ex: Executor, plan: FeaturePlan, sink: FeatureSink, todo: list[int], submit: Any, already: int,
-                progress: steps.Progress, log: steps.Log) -> dict[str, Any]:
-    """Chunk tasks with a bounded window in flight, each recorded in ``sink`` as it finishes;
-    on any error or interruption the done-mask is saved before re-raising."""
-    in_flight = max(4, 2 * ex.n_threads())
-    report = steps.progress_reporter(progress, plan.grid.n_chunks, already, unit="chunk")
-    out: dict[str, Any] = {"computed": 0, "nnz": 0, "counts": Counter(), "workers": Counter()}
-    pending = iter(todo)
-    queue = ex.as_completed([submit(i) for i in steps.take_next(pending, in_flight)])
+def _tagged(i: int, fn: Any, *args: Any) -> dict[str, Any]:
+    """``fn(*args)`` (a dict of a chunk's rows) tagged with the chunk's index, in memory; a
+    failure names the chunk and its graphs."""
     try:
-        for fut in queue:
-            try:
-                res = fut.result()
-            except TileError:
-                raise
-            except Exception as exc:  # a worker-side error not wrapped (e.g. KilledWorker)
-                raise TileError(f"feature task {fut.key} failed: {type(exc).__name__}: {exc}") from exc
-            sink.chunk_done(res["chunk"], res["checksum"])
-            out["computed"] += 1
-            out["nnz"] += res["nnz"]
-            out["counts"].update(res["counts"])
+        return {**fn(*args), "chunk": i}
+    except Exception as exc:
+        raise ft.chunk_error(i, args[2] if len(args) > 2 and isinstance(args[2], GraphBatch) else None, exc) from exc
+
+
+def run_chunks(ex: Executor, submit: Any, sink: ChunkSink, todo: list[int], context: RunContext,
+               already: int = 0) -> dict[str, Any]:
+    """Chunk tasks through the engine's window, each recorded in ``sink`` as it finishes."""
+    n_chunks = len(sink.mask)
+    out: dict[str, Any] = {"computed": 0, "nnz": 0, "counts": Counter(), "workers": Counter()}
+
+    def record(res: dict[str, Any]) -> None:
+        sink.chunk_done(res["chunk"], res)
+        out["computed"] += 1
+        out["nnz"] += res.get("nnz", 0)
+        out["counts"].update(res["counts"])
+        if "worker" in res:
             out["workers"][res["worker"]] += 1
-            fut.release()
-            report(1)
-            for i in steps.take_next(pending, 1):
-                queue.add(submit(i))
-            sink.flush(force=False)
-    except BaseException:
-        queue.clear()
-        try:
-            sink.flush()
-        except OSError as exc:
-            log(f"gramdist: warning: could not save the done-mask ({exc}); chunks finished since its last "
-                "save will be recomputed")
-        report(None)
-        raise
-    report(None)
+
+    window = Window(ex, submit, record, progress_reporter(context.progress, n_chunks, already, unit="chunk"),
+                    context.log, sink=sink, what="feature")
+    run_window(window, todo)
     return out
 
 
-def _adopt(plan: FeaturePlan, sink: FeatureSink, log: steps.Log) -> None:
-    """Copy the fitted state (and the Nyström basis) of ``plan.from_store`` into the store."""
-    source = plan.from_store
-    if not sink.root.attrs.get("state_complete"):
-        indices = st.read_fit_indices(fs.open_feature_store(source), source)
-        st.write_state(sink.root, st.read_state(source), indices)
-    if plan.nystroem is not None and not sink.root.attrs.get("nystroem_complete"):
-        fs.write_nystroem(sink.root, fs.read_nystroem(source), plan.grid.chunk, plan.gram.compression_level)
-    log(f"gramdist: mapping with the fitted state{' and Nyström basis' if plan.nystroem else ''} of {source} "
-        "(no refit)")
+def compute_features(ex: Executor, plan: FeaturePlan, sink: FeatureStoreSink, context: RunContext) -> FeatureResult:
+    """State, Nyström basis, chunks and completion of ``plan`` into an open store: every chunk
+    the done-mask lacks is computed."""
+    store = sink.store
+    if plan.from_store:
+        store.adopt(FeatureStore.open(plan.from_store), nystroem=plan.nystroem is not None)
+        context.log(f"gramdist: mapping with the fitted state{' and Nyström basis' if plan.nystroem else ''} of "
+                    f"{plan.from_store} (no refit)")
+    else:
+        steps.obtain_state(ex, plan.gram, sink, context)
+    token = steps.new_token()
+    state_f = steps.share_state(ex, sink, None, token)
+    nys_f = None
+    if plan.nystroem is not None:
+        if not store.nystroem_complete:
+            t = time.perf_counter()
+            store.write_nystroem(nystroem_basis(ex, plan, store.read_state(), state_f, context))
+            plan.gram.timings["nystroem_s"] = time.perf_counter() - t
+        nys_f = ex.submit(ft.load_nystroem_task, store.location.resolved(), key=f"nystroem-{token}")
+    todo = [i for i in range(plan.grid.n_chunks) if not sink.mask[i]]
+    already = plan.grid.n_chunks - len(todo)
+    t = time.perf_counter()
+    report = run_chunks(ex, _ChunkSubmitter(ex, plan, state_f, sink, nys_f), sink, todo, context, already)
+    plan.gram.timings["chunks_s"] = secs = time.perf_counter() - t
+    tiles = steps.TileReport(report["computed"], report["counts"], {}, counted=bool(report["counts"]))
+    complete, notes = steps.finish(plan.gram, sink, tiles, context)
+    spread = ", ".join(f"{w} {c}" for w, c in sorted(report["workers"].items()))
+    context.log(f"gramdist: {report['computed']} chunks computed ({already} already done) in {secs:.2f} s"
+                + (f" (chunks per worker: {spread})" if spread else "")
+                + f"; store {store.location} {'complete' if complete else 'INCOMPLETE (rerun to resume)'}")
+    return FeatureResult(str(store.location), plan.grid.n_chunks, report["computed"], already, complete,
+                         report["nnz"], dict(report["workers"]), plan.gram.timings, notes)
+
+
+def features_in_memory(ex: Executor, plan: FeaturePlan, graphs: GraphBatch, state: Any,
+                       basis: NystroemState | None, context: RunContext, chunk: int | None = None
+                       ) -> list[dict[str, Any]]:
+    """The rows of ``graphs`` in chunks of ``chunk`` (default :func:`default_chunk_size`) on
+    ``ex`` with ``plan``'s kernel and normalisation (``basis`` for Nyström rows), in chunk
+    order: each chunk's ``indptr``, ``keys``, ``values`` or ``features``, ``diag`` and
+    ``counts``. What :class:`gramdist.FeatureTransformer` returns without a store."""
+    grid = ChunkGrid(len(graphs), chunk or default_chunk_size(len(graphs)))
+    plan = FeaturePlan(plan.gram, grid, plan.nystroem, plan.from_store, plan.meta)
+    token = steps.new_token()
+    state_f = ex.put(state, key=f"state-{token}")
+    nys_f = None if basis is None else ex.put(basis, key=f"nystroem-{token}")
+    sink = RowsSink(grid.n_chunks)
+    run_chunks(ex, _ChunkSubmitter(ex, plan, state_f, sink, nys_f, graphs), sink, list(range(grid.n_chunks)), context)
+    return list(sink.parts)
 
 
 # ------------------------------------------------------------------------------------ Nyström
-def fit_nystroem(ex: Executor, plan: FeaturePlan, sink: FeatureSink, state_f: Any, token: str,
-                 log: steps.Log) -> fs.NystroemState:
-    """Landmarks, K(L, L), its top eigenpairs and the projection, written into the store."""
-    nys = nystroem_basis(ex, plan, st.read_state(sink.path), state_f, token, log)
-    fs.write_nystroem(sink.root, nys, plan.grid.chunk, plan.gram.compression_level)
-    return nys
-
-
-def nystroem_basis(ex: Executor, plan: FeaturePlan, state: Any, state_f: Any, token: str,
-                   log: steps.Log) -> fs.NystroemState:
+def nystroem_basis(ex: Executor, plan: FeaturePlan, state: Any, state_f: Any, context: RunContext) -> NystroemState:
     """Landmarks, K(L, L), its top eigenpairs and the projection of ``plan`` with the fitted
-    ``state`` (``state_f``: its future on ``ex``), in memory: what :func:`fit_nystroem` writes
-    into a store, and what :class:`gramdist.FeatureTransformer` keeps."""
+    ``state`` (``state_f``: its future on ``ex``), in memory: what a feature store writes, and
+    what :class:`gramdist.FeatureTransformer` keeps."""
     spec, fit, kernel = plan.nystroem, plan.gram.fit, plan.kernel
-    seed = int(fit.get("seed", 0))
-    pool = steps.fit_sample_indices(len(plan.graphs), fit.get("sample_size"), seed)
+    pool = fit_sample_indices(len(plan.graphs), fit.sample_size, fit.seed)
     m = min(spec.m, len(pool))
     if m < spec.m:
-        log(f"gramdist: note: Nyström: {spec.m} landmarks asked, the fit sample has {len(pool)} graphs: using {m}")
+        context.note(f"Nyström: {spec.m} landmarks asked, the fit sample has {len(pool)} graphs: using {m}")
     if spec.landmarks == "uniform":
-        rng = np.random.default_rng([seed, 0x4E59, 1])
+        rng = np.random.default_rng([fit.seed, 0x4E59, 1])
         chosen = np.sort(rng.choice(pool, size=m, replace=False))
     else:
-        chosen = kmeanspp_landmarks(ex, plan, state_f, pool, m, seed, token, log)
+        chosen = kmeanspp_landmarks(ex, plan, state_f, pool, m, context)
     landmarks = plan.graphs.take(chosen)
-    lplan = steps.plan_gram(kernel, landmarks, tile_size=max(16, math.ceil(len(chosen) / 4)),
-                            normalize=plan.normalize, fit=fit)
-    gram = compute_in_memory(ex, lplan, state=state, log=lambda _msg: None)
-    lam, proj = ex.submit(ft.nystroem_basis_task, gram.gram, spec.eig_cutoff, key=f"basis-{token}").result()
+    lplan = plan_gram(kernel, landmarks, gram=GramSpec(tile_size=max(16, math.ceil(len(chosen) / 4)),
+                                                       normalize=plan.normalize), fit=fit)
+    gram = compute_in_memory(ex, lplan, state=state, context=context.quiet())
+    lam, proj = ex.submit(ft.nystroem_basis_task, gram.gram, spec.eig_cutoff, key=f"basis-{steps.new_token()}"
+                          ).result()
     attrs = {"m": int(len(chosen)), "m_requested": spec.m, "landmarks": spec.landmarks,
-             "eig_cutoff": spec.eig_cutoff, "rank": int(proj.shape[1]), "seed": seed,
+             "eig_cutoff": spec.eig_cutoff, "rank": int(proj.shape[1]), "seed": fit.seed,
              "normalize": plan.normalize, "landmark_pool": int(len(pool)),
              "lambda_max": float(lam[0]), "lambda_kept_min": float(lam[proj.shape[1] - 1])}
-    nys = fs.NystroemState(landmarks, chosen.astype(np.int64), np.asarray(gram.diag_rows, np.float64), lam, proj,
-                           attrs)
-    log(f"gramdist: Nyström basis: {len(chosen)} landmarks ({spec.landmarks}) from a fit sample of {len(pool)}; "
-        f"rank {proj.shape[1]} (eigenvalues > {spec.eig_cutoff:g} x the largest, {lam[0]:.4g})")
+    nys = NystroemState(landmarks, chosen.astype(np.int64), np.asarray(gram.diag_rows, np.float64), lam, proj, attrs)
+    context.log(f"gramdist: Nyström basis: {len(chosen)} landmarks ({spec.landmarks}) from a fit sample of "
+                f"{len(pool)}; rank {proj.shape[1]} (eigenvalues > {spec.eig_cutoff:g} x the largest, {lam[0]:.4g})")
     return nys
 
 
-def kmeanspp_landmarks(ex: Executor, plan: FeaturePlan, state_f: Any, pool: np.ndarray, m: int, seed: int,
-                       token: str, log: steps.Log) -> np.ndarray:
-    """Kernel k-means++ seeding over the fit sample ``pool``: sorted indices of ≤ m landmarks.
+@dataclass
+class _KMeansPP:
+    """The fit sample's embeddings on the workers and each graph's D² to the landmarks so far."""
 
-    See the module docstring: a uniform first landmark, then :data:`KMEANSPP_ROUNDS` rounds
-    of D² draws; the sample's embeddings stay on the workers between rounds.
-    """
-    kernel = plan.kernel
+    ex: Executor
+    plan: FeaturePlan
+    state_f: Any
+    sample: Any
+    bounds: list[tuple[int, int]]
+    embs: list[Any]
+    diag: np.ndarray
+    token: str
+
+    def embed(self, r: int, drawn: np.ndarray) -> Any:
+        return self.ex.submit(tasks.embed_task, self.plan.kernel, self.state_f, self.sample.take(drawn),
+                              key=f"kmpp-new-{r}-{self.token}")
+
+    def distances(self, r: int, emb_new: Any, drawn: np.ndarray) -> np.ndarray:
+        """The D² of every sample graph to the ``drawn`` graphs (embedded as ``emb_new``)."""
+        futs = [self.ex.submit(ft.squared_distance_task, self.plan.kernel, self.state_f, self.embs[p], self.diag[a:b],
+                               emb_new, self.diag[drawn], self.plan.normalize, key=f"kmpp-d2-{r}-{p}-{self.token}")
+                for p, (a, b) in enumerate(self.bounds)]
+        return np.concatenate([f.result() for f in futs])
+
+    def distinct(self, r: int, emb_new: Any, drawn: np.ndarray) -> np.ndarray:
+        """The graphs of ``drawn`` not equal to an earlier one of the same round."""
+        keep = self.ex.submit(ft.distinct_task, self.plan.kernel, self.state_f, emb_new, self.diag[drawn],
+                              self.plan.normalize, key=f"kmpp-distinct-{r}-{self.token}").result()
+        return drawn[keep]
+
+
+def _kmeanspp_sample(ex: Executor, plan: FeaturePlan, state_f: Any, pool: np.ndarray) -> _KMeansPP:
+    kernel, token = plan.kernel, steps.new_token()
     sample = plan.graphs.take(pool)
     n = len(pool)
     part = max(64, math.ceil(n / 16))  # fixed by n alone: d² does not depend on it anyway
@@ -513,38 +486,37 @@ def kmeanspp_landmarks(ex: Executor, plan: FeaturePlan, state_f: Any, pool: np.n
             for p, (a, b) in enumerate(bounds)]
     diags = [ex.submit(tasks.diag_task, kernel, state_f, e, key=f"kmpp-diag-{p}-{token}") for p, e in enumerate(embs)]
     diag = np.concatenate([np.asarray(f.result(), dtype=np.float64) for f in diags])
-    rng = np.random.default_rng([seed, 0x4E59, 2])
+    return _KMeansPP(ex, plan, state_f, sample, bounds, embs, diag, token)
+
+
+def kmeanspp_landmarks(ex: Executor, plan: FeaturePlan, state_f: Any, pool: np.ndarray, m: int,
+                       context: RunContext) -> np.ndarray:
+    """Kernel k-means++ seeding over the fit sample ``pool``: sorted indices of ≤ m landmarks.
+
+    See the module docstring: a uniform first landmark, then :data:`~gramdist.engine.nystroem.KMEANSPP_ROUNDS`
+    rounds of D² draws; the sample's embeddings stay on the workers between rounds.
+    """
+    km = _kmeanspp_sample(ex, plan, state_f, pool)
+    n = len(pool)
+    rng = np.random.default_rng([plan.gram.fit.seed, 0x4E59, 2])
     chosen = np.zeros(n, dtype=bool)
     d2 = np.full(n, np.inf)
     per_round = max(1, math.ceil((m - 1) / KMEANSPP_ROUNDS))
     new = np.array([rng.integers(n)])
     for r in range(m):
         drawn = new
-        emb_new = ex.submit(tasks.embed_task, kernel, state_f, sample.take(drawn), key=f"kmpp-new-{r}-{token}")
+        emb_new = km.embed(r, drawn)
         if len(new) > 1:  # two draws of one round may be the same graph: keep the first
-            new = new[ex.submit(ft.distinct_task, kernel, state_f, emb_new, diag[new], plan.normalize,
-                                key=f"kmpp-distinct-{r}-{token}").result()]
+            new = km.distinct(r, emb_new, new)
         chosen[new] = True
         left = m - int(chosen.sum())
         if left <= 0:
             break
-        futs = [ex.submit(ft.squared_distance_task, kernel, state_f, embs[p], diag[a:b], emb_new, diag[drawn],
-                          plan.normalize, key=f"kmpp-d2-{r}-{p}-{token}") for p, (a, b) in enumerate(bounds)]
-        d2 = np.minimum(d2, np.concatenate([f.result() for f in futs]))
+        d2 = np.minimum(d2, km.distances(r, emb_new, drawn))
         d2[chosen] = 0.0
-        new = _d2_draw(rng, d2, min(per_round, left))
+        new = d2_draw(rng, d2, min(per_round, left))
         if not len(new):
-            log(f"gramdist: note: Nyström: every graph of the fit sample coincides with one of the "
-                f"{int(chosen.sum())} landmarks chosen; keeping those (of {m} asked)")
+            context.note(f"Nyström: every graph of the fit sample coincides with one of the {int(chosen.sum())} "
+                         f"landmarks chosen; keeping those (of {m} asked)")
             break
     return np.sort(pool[chosen])
-
-
-def _d2_draw(rng: np.random.Generator, d2: np.ndarray, k: int) -> np.ndarray:
-    """``k`` distinct indices drawn with probability ∝ ``d2`` (Efraimidis–Spirakis: the k
-    largest ``log(u) / w``); fewer when fewer have ``d2 > 0``."""
-    cand = np.flatnonzero(d2 > 0)
-    if len(cand) <= k:
-        return cand
-    keys = np.log(rng.random(len(cand))) / d2[cand]
-    return np.sort(cand[np.argpartition(-keys, k - 1)[:k]])

@@ -3,23 +3,20 @@
 ``STORE.job.json`` is the job record (see :mod:`gramdist.engine.detached` for who writes what);
 ``STORE.cancel`` a cancel request. :func:`job_status` reads them with the store's lock and
 done-mask, so the status of a job needs nothing but the files: it works with the cluster gone.
-Plain JSON, replaced atomically; no Zarr names here (the store's progress comes from
-:func:`gramdist.engine.store.store_info`).
+Plain JSON, replaced atomically, kept as the store's sidecars
+(:meth:`gramdist.engine.store.Location.sidecar`); the store's progress comes from
+:meth:`gramdist.engine.store.GramStore.info`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
-from gramdist.engine import lock as store_lock
-from gramdist.engine.store import store_info
+from gramdist.engine.store import GramStore, Location, Sidecar
+from gramdist.engine.store import lock as store_lock
 from gramdist.errors import GramdistError, StoreError
 
 #: states a job ends in; queued and running are the others
@@ -29,41 +26,19 @@ QUIET_SECONDS = 15.0
 
 
 # ------------------------------------------------------------------------------------ record
-def record_path(store: str | os.PathLike) -> Path:
+def record_file(store: str | os.PathLike) -> Sidecar:
     """``STORE.job.json``, beside the store (or beside a grid's folder of stores)."""
-    p = Path(store)
-    return p.with_name(p.name + ".job.json")
+    return Location(store).sidecar(".job.json")
 
 
-def cancel_path(store: str | os.PathLike) -> Path:
-    p = Path(store)
-    return p.with_name(p.name + ".cancel")
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
+def cancel_file(store: str | os.PathLike) -> Sidecar:
+    """``STORE.cancel``: a cancel request beside the store."""
+    return Location(store).sidecar(".cancel")
 
 
 def read_record(store: str | os.PathLike) -> dict[str, Any] | None:
     """The job record beside ``store`` (None if there is none or it cannot be read)."""
-    return read_json(record_path(store))
-
-
-def write_json(path: Path, value: dict[str, Any]) -> None:
-    """Replace ``path`` atomically (a reader sees the old or the new file, never half of one)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(value, f)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    return record_file(store).read()
 
 
 # ------------------------------------------------------------------------------------ status
@@ -132,10 +107,10 @@ def format_duration(seconds: float) -> str:
 
 def store_progress(store: str) -> dict[str, Any] | None:
     """``store_info`` of a store, or None while it does not exist (yet) or cannot be read."""
-    if not Path(store).exists():
+    if not Location(store).exists():
         return None
     try:
-        return store_info(store)
+        return GramStore.open(store).info()
     except (GramdistError, OSError):
         return None
 
@@ -170,8 +145,8 @@ def status_from_record(record: dict[str, Any], store: str, *, read_stores: bool 
                     for name, path, info in infos]
         known = [info for _, _, info in infos if info is not None]
         if known:
-            done = sum(i["tiles_done"] for i in known)
-            total = sum(i["tiles_total"] for i in known)
+            done = sum(info["tiles_done"] for info in known)
+            total = sum(info["tiles_total"] for info in known)
         if infos and all(s["complete"] for s in settings):
             # the stores are the truth: complete, whoever finished them (this job or a `gramdist run`)
             state, reason = "complete", None
@@ -213,13 +188,13 @@ def job_status(store: str | os.PathLike) -> JobStatus:
     store = str(store)
     record = read_record(store)
     if record is None:
-        parent = Path(store).parent  # a setting's store of a submitted grid
-        grid = read_record(parent)
-        if grid and any(os.path.abspath(p) == os.path.abspath(store) for _, p in grid.get("stores", [])):
+        parent = Location(store).parent()  # a setting's store of a submitted grid
+        grid = read_record(str(parent))
+        if grid and any(Location(p) == Location(store) for _, p in grid.get("stores", [])):
             record, store = grid, str(parent)
     if record is not None:
         status = status_from_record(record, store)
-        request = read_json(cancel_path(store))
+        request = cancel_file(store).read()
         status.cancel_requested = bool(request and request.get("job_id") == status.job_id)
         return status
     info = store_progress(store)
@@ -231,9 +206,9 @@ def job_status(store: str | os.PathLike) -> JobStatus:
                          tiles_done=info and info["tiles_done"], tiles_total=info and info["tiles_total"],
                          orchestrator={"host": held.get("host"), "pid": held.get("pid")})
     if info is None:
-        if not Path(store).exists():
+        if not Location(store).exists():
             raise StoreError(f"{store}: no such store, and no job submitted to it")
-        store_info(store)  # raises the store's own one-line error
+        GramStore.open(store).info()  # raises the store's own one-line error
     if info["complete"]:
         return JobStatus(store, "complete", tiles_done=info["tiles_done"], tiles_total=info["tiles_total"])
     return JobStatus(store, "stopped", tiles_done=info["tiles_done"], tiles_total=info["tiles_total"],

@@ -8,20 +8,14 @@ worker dies, and idempotent: rewriting a tile with the same values is harmless.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gramdist.arrayops import mirror_upper, normalize_block
 from gramdist.datasets.lazy import GraphChunk, load_chunk
-from gramdist.engine.store import (
-    TileGrid,
-    gram_array,
-    read_embedding,
-    read_state,
-    tile_checksum,
-    write_embedding,
-)
+from gramdist.engine.store import EmbeddingCache, TileGrid, TileTarget, load_state, tile_checksum
 from gramdist.errors import TileError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState
@@ -48,7 +42,7 @@ def fit_task(kernel: GraphKernel, sample: GraphBatch, seed: int) -> KernelState:
 
 def load_state_task(store_path: str) -> KernelState:
     """Read the fitted state from the store: a recomputable way to share it with workers."""
-    return read_state(store_path)
+    return load_state(store_path)
 
 
 def embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch | GraphChunk) -> Any:
@@ -60,21 +54,16 @@ def embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch | Gra
     return emb
 
 
-def cached_embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch, source: str | None,
-                      target: str | None, name: str, checksum: str) -> Any:
-    """The embedding of one chunk: read from the store at ``source`` if it keeps one made from
-    these graphs (``checksum``), else computed and, when ``target`` is given, kept there (best
-    effort: a chunk that cannot be kept is embedded again next time)."""
-    if source is not None:
-        emb = read_embedding(source, name, checksum)
-        if emb is not None and len(emb) == len(graphs):
-            return emb
+def cached_embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch, cache: EmbeddingCache,
+                      name: str, checksum: str) -> Any:
+    """The embedding of one chunk: read from ``cache`` if it keeps one made from these graphs
+    (``checksum``), else computed and kept there (best effort: a chunk that cannot be kept is
+    embedded again next time)."""
+    emb = cache.get(name, checksum)
+    if emb is not None and len(emb) == len(graphs):
+        return emb
     emb = embed_task(kernel, state, graphs)
-    if target is not None:
-        try:
-            write_embedding(target, name, emb, checksum)
-        except Exception:  # noqa: BLE001 - keeping it is an optimisation: never fail the chunk for it
-            pass
+    cache.put(name, emb, checksum)
     return emb
 
 
@@ -88,24 +77,27 @@ def embedding_counts_task(kernel: GraphKernel, emb: Any) -> dict[str, int]:
     return {str(k): int(v) for k, v in kernel.embedding_counts(emb).items()}
 
 
-def tile_task(
-    kernel: GraphKernel,
-    state: KernelState,
-    emb_rows: Any,
-    emb_cols: Any,
-    diag_rows: np.ndarray | None,
-    diag_cols: np.ndarray | None,
-    store_path: str | None,
-    grid: TileGrid,
-    tile: tuple[int, int],
-    graph_ids: tuple[tuple[int, int], tuple[int, int]],
-    dtype: str = "float64",
-) -> tuple[tuple[int, int], float, int, np.ndarray | None]:
-    """Compute tile ``(i, j)``, write it (and its mirror) into the store at ``store_path``.
+@dataclass(frozen=True)
+class TileSpec:
+    """What a tile task computes: tile ``(i, j)`` of ``grid``, in ``dtype``, written to
+    ``target`` (None: returned), with the graph ids of its first and last rows and columns
+    (to name it in an error)."""
+
+    grid: TileGrid
+    tile: tuple[int, int]
+    target: TileTarget | None
+    dtype: str
+    graph_ids: tuple[tuple[int, int], tuple[int, int]]
+
+
+def tile_task(kernel: GraphKernel, state: KernelState, emb_rows: Any, emb_cols: Any,
+              diag_rows: np.ndarray | None, diag_cols: np.ndarray | None,
+              spec: TileSpec) -> tuple[tuple[int, int], float, int, np.ndarray | None]:
+    """Compute a tile, write it (and its mirror) to ``spec.target``.
 
     Returns the tile, the seconds it took, the :func:`~gramdist.engine.store.tile_checksum`
     of the values written, which the client records with the done-mask, and the block itself
-    when ``store_path`` is None (a Gram assembled in memory) else None.
+    when there is no target (a Gram assembled in memory) else None.
 
     Diagonal tiles of a symmetric Gram are symmetrised from their upper triangle so that the
     stored matrix is exactly symmetric. ``diag_rows``/``diag_cols`` given means normalise.
@@ -113,6 +105,7 @@ def tile_task(
     checksum is of the rounded values, as stored).
     """
     t0 = time.perf_counter()
+    grid, tile, dtype = spec.grid, spec.tile, spec.dtype
     i, j = tile
     try:
         block = np.asarray(kernel.pairwise(emb_rows, emb_cols, state), dtype=np.float64)
@@ -133,21 +126,16 @@ def tile_task(
             if not np.all(np.isfinite(block)):
                 raise FloatingPointError(f"kernel values overflow {dtype}")
     except Exception as exc:
-        (r0, r1), (c0, c1) = graph_ids
+        (r0, r1), (c0, c1) = spec.graph_ids
         raise TileError(
             f"tile ({i}, {j}) failed (row graphs {r0}..{r1}, column graphs {c0}..{c1}): "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    if store_path is None:
+    if spec.target is None:
         return tile, time.perf_counter() - t0, tile_checksum(block), block
-    r0, r1 = grid.row_range(i)
-    c0, c1 = grid.col_range(j)
     try:
-        gram = gram_array(store_path, (grid.n_rows, grid.n_cols, dtype))
-        gram[r0:r1, c0:c1] = block
-        if grid.symmetric and i != j:
-            gram[c0:c1, r0:r1] = block.T
+        checksum = spec.target.write(grid, tile, block)
     except OSError as exc:  # a full disk, a store made read-only or removed mid-job
-        raise TileError(f"tile ({i}, {j}): cannot write to the store {store_path}: "
+        raise TileError(f"tile ({i}, {j}): cannot write to the store {spec.target.path}: "
                         f"{exc.strerror or exc}; rerun the job to resume once this is fixed") from None
-    return tile, time.perf_counter() - t0, tile_checksum(block), None
+    return tile, time.perf_counter() - t0, checksum, None

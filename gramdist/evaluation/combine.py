@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from gramdist.arrayops import normalize_block
-from gramdist.engine import store as st
+from gramdist.engine.store import GramStore, Location, StoreLock, TileGrid, open_gram, store_version
 from gramdist.errors import StoreError
 from gramdist.evaluation.nested_cv import GramSource, check_compatible, evaluate, find_stores
 
@@ -53,17 +53,17 @@ def weight_grid(n_kernels: int, steps: int) -> list[tuple[float, ...]]:
 def normalised_gram(path: str) -> np.ndarray:
     """The cosine-normalised Gram of a complete store (checked against its checksums), float64;
     loaded once per process for as long as the store is unchanged."""
-    return _normalised_gram(path, st.store_version(path))
+    return _normalised_gram(path, store_version(Location(path)))
 
 
 @lru_cache(maxsize=8)
 def _normalised_gram(path: str, version: Any) -> np.ndarray:
-    k, _ = st.open_gram(path)
+    k, _ = open_gram(path)
     k = np.ascontiguousarray(k, dtype=np.float64)
-    root = st.open_store(path)
-    if root.attrs.get("normalize"):
+    store = GramStore.open(path)
+    if store.normalize:
         return k
-    diag_rows, diag_cols = st.read_diag(root)
+    diag_rows, diag_cols = store.read_diag()
     return normalize_block(k, diag_rows, diag_cols, out=k)
 
 
@@ -107,11 +107,12 @@ class CombinedSource(GramSource):
 
     def digest(self) -> str:
         """The weights and the content digests of the stores they weigh."""
-        return json.dumps([[w, st.store_digest(s)] for s, w in zip(self.stores, self.weights)])
+        return json.dumps([[w, GramStore.open(s).digest()] for s, w in zip(self.stores, self.weights)])
 
     def blocks(self, train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keys = (np.ascontiguousarray(train, dtype=np.int64).tobytes(), np.ascontiguousarray(test, dtype=np.int64).tobytes())
-        parts = [_train_test_blocks(s, st.store_version(s), *keys) for s, w in zip(self.stores, self.weights) if w]
+        parts = [_train_test_blocks(s, store_version(Location(s)), *keys)
+                 for s, w in zip(self.stores, self.weights) if w]
         weights = [w for w in self.weights if w]
         return combined([p[0] for p in parts], weights), combined([p[1] for p in parts], weights)
 
@@ -161,8 +162,6 @@ def combine_stores(stores: list[str], weights: list[float], out: str | os.PathLi
 
     Returns a JSON-ready summary: ``store``, ``shape``, ``tiles``, ``weights``.
     """
-    from gramdist.engine.lock import StoreLock
-
     log = log or (lambda msg: None)
     if not stores:
         raise StoreError("no stores to combine")
@@ -171,95 +170,82 @@ def combine_stores(stores: list[str], weights: list[float], out: str | os.PathLi
         raise StoreError(f"{len(w)} weights for {len(stores)} stores")
     if np.any(w < 0) or not np.isfinite(w).all() or abs(float(w.sum()) - 1.0) > 1e-9:
         raise StoreError(f"--weights must be non-negative and sum to 1 (a convex combination), got {list(weights)}")
-    roots = [st.open_store(s) for s in stores]
-    first = dict(roots[0].attrs)
-    shape = tuple(roots[0]["gram"].shape)
-    for s, root in zip(stores, roots):
-        attrs = dict(root.attrs)
-        if tuple(root["gram"].shape) != shape or attrs.get("symmetric") != first.get("symmetric"):
-            raise StoreError(f"{s}: its Gram is {tuple(root['gram'].shape)}, {stores[0]}'s {shape}: not the same graphs")
-        for key in ("dataset_checksum", "test_checksum"):
-            if attrs.get(key) != first.get(key):
-                raise StoreError(f"{s}: holds different graphs than {stores[0]} ({key} differs)")
-        if not np.array_equal(st.read_graph_ids(root, s), st.read_graph_ids(roots[0], stores[0])):
-            raise StoreError(f"{s}: its graph ids differ from {stores[0]}'s")
-        report = st.verify_store(s)
-        if report["problems"]:
-            raise StoreError(f"{s}: {report['problems'][0]}")
-        if not st.store_info(s)["complete"]:
-            raise StoreError(f"{s}: incomplete store; finish it before combining")
-    grid = st.TileGrid(shape[0], shape[1], int(tile_size or first["tile_size"]), bool(first.get("symmetric", True)))
-    provenance = {
-        "weights": [float(x) for x in w],
-        "stores": [{"path": str(Path(s).resolve()), "kernel": dict(r.attrs).get("kernel"),
-                    "normalize": bool(dict(r.attrs).get("normalize")), "dtype": str(r["gram"].dtype),
-                    "appends": len(dict(r.attrs).get("appends") or [])} for s, r in zip(stores, roots)],
-        "normalised": "each store cosine-normalised with its stored K(g, g) before the sum",
-    }
-    attrs = {
-        "gramdist_version": first.get("gramdist_version"), "combination": provenance,
-        "kernel": {"name": "combination", "params": {"weights": provenance["weights"],
-                                                     "kernels": [p["kernel"] for p in provenance["stores"]]}},
-        "dataset": first.get("dataset"), "dataset_checksum": first.get("dataset_checksum"),
-        "test_dataset": first.get("test_dataset"), "test_checksum": first.get("test_checksum"),
-        "fit": None, "tile_size": grid.tile, "normalize": True,
-        "symmetric": grid.symmetric, "dtype": st.check_dtype(dtype), "job": {},
-    }
+    sources = _check_sources(stores)
+    first = sources[0]
+    grid = TileGrid(first.grid.n_rows, first.grid.n_cols, int(tile_size or first.tile_size), first.symmetric)
     with StoreLock(out, log=log):
         if Path(out).exists() and not overwrite:
             raise StoreError(f"{out}: already exists; choose another --out or pass --overwrite")
         t0 = time.perf_counter()
-        root = st.create_store(out, grid, attrs, overwrite=overwrite, dtype=dtype)
-        import gramdist
-
-        root.attrs["gramdist_version"] = gramdist.__version__
-        for name in ("y", "graph_ids"):
-            values = st.read_array(roots[0], name, stores[0], optional=True)
-            if values is not None:
-                st.write_vector(root, name, values)
-        if not grid.symmetric:
-            for name in ("y_cols", "graph_ids_cols"):
-                values = st.read_array(roots[0], name, stores[0], optional=True)
-                if values is not None:
-                    st.write_vector(root, name, values)
-        diags = [st.read_diag(r) for r in roots]
-        mask = np.zeros(grid.shape, dtype=bool)
-        sums = np.zeros(grid.shape, dtype=np.uint64)
-        diag_rows = np.zeros(grid.n_rows)
-        for tl in grid.tiles():
-            (r0, r1), (c0, c1) = grid.row_range(tl[0]), grid.col_range(tl[1])
-            parts = []
-            for r, (d_rows, d_cols), weight in zip(roots, diags, w):
-                if weight == 0:
-                    continue
-                block = st.read_block(r, (r0, r1), (c0, c1)).astype(np.float64)
-                if not r.attrs.get("normalize"):
-                    block = normalize_block(block, d_rows[r0:r1], d_cols[c0:c1], out=block)
-                parts.append(block)
-            block = combined(parts, tuple(float(x) for x in w if x))
-            if grid.symmetric and tl[0] == tl[1]:
-                from gramdist.arrayops import mirror_upper
-
-                mirror_upper(block)
-                diag_rows[r0:r1] = np.diag(block)
-            sums[tl] = st.write_tile(root, grid, tl, block)
-            mask[tl] = True
-        st.write_done_mask(root, mask, sums)
-        st.write_diag(root, diag_rows if grid.symmetric else _combined_side_diag(roots, diags, w, "rows"),
-                      None if grid.symmetric else _combined_side_diag(roots, diags, w, "cols"))
-        complete = st.mark_complete(root, grid)
-        st.record_stats(root, {"combine_s": time.perf_counter() - t0})
+        target = GramStore.create_combination(out, sources, [float(x) for x in w], grid, dtype=dtype,
+                                              overwrite=overwrite)
+        diag_rows = _write_tiles(target, sources, w)
+        target.write_diag(diag_rows if grid.symmetric else _combined_side_diag(sources, w, "rows"),
+                          None if grid.symmetric else _combined_side_diag(sources, w, "cols"))
+        complete = target.mark_complete()
+        target.record_stats({"combine_s": time.perf_counter() - t0})
     log(f"gramdist: wrote {out}: {describe(tuple(stores), tuple(w))} ({len(grid.tiles())} tiles)")
-    return {"store": str(out), "shape": list(shape), "tiles": len(grid.tiles()), "complete": complete,
-            "weights": provenance["weights"], "stores": [str(s) for s in stores]}
+    return {"store": str(out), "shape": [grid.n_rows, grid.n_cols], "tiles": len(grid.tiles()), "complete": complete,
+            "weights": [float(x) for x in w], "stores": [str(s) for s in stores]}
 
 
-def _combined_side_diag(roots: list[Any], diags: list[tuple[np.ndarray, np.ndarray]], w: np.ndarray,
-                        side: str) -> np.ndarray:
+def _check_sources(stores: list[str]) -> list[GramStore]:
+    """The stores, once checked to hold the same graphs, complete and verifying clean."""
+    sources = [GramStore.open(s) for s in stores]
+    first = sources[0]
+    for s, src in zip(stores, sources):
+        if (src.grid.n_rows, src.grid.n_cols) != (first.grid.n_rows, first.grid.n_cols) \
+                or src.symmetric != first.symmetric:
+            raise StoreError(f"{s}: its Gram is {(src.grid.n_rows, src.grid.n_cols)}, {stores[0]}'s "
+                             f"{(first.grid.n_rows, first.grid.n_cols)}: not the same graphs")
+        for what, mine, theirs in (("dataset_checksum", src.dataset_checksum, first.dataset_checksum),
+                                   ("test_checksum", src.test_checksum, first.test_checksum)):
+            if mine != theirs:
+                raise StoreError(f"{s}: holds different graphs than {stores[0]} ({what} differs)")
+        if not np.array_equal(src.graph_ids(), first.graph_ids()):
+            raise StoreError(f"{s}: its graph ids differ from {stores[0]}'s")
+        report = src.verify()
+        if report["problems"]:
+            raise StoreError(f"{s}: {report['problems'][0]}")
+        if not src.info()["complete"]:
+            raise StoreError(f"{s}: incomplete store; finish it before combining")
+    return sources
+
+
+def _write_tiles(target: GramStore, sources: list[GramStore], w: np.ndarray) -> np.ndarray:
+    """Every tile of the combination, written and recorded; the diagonal of a symmetric one."""
+    from gramdist.arrayops import mirror_upper
+
+    grid = target.grid
+    diags = [src.read_diag() for src in sources]
+    mask = np.zeros(grid.shape, dtype=bool)
+    sums = np.zeros(grid.shape, dtype=np.uint64)
+    diag_rows = np.zeros(grid.n_rows)
+    for tl in grid.tiles():
+        (r0, r1), (c0, c1) = grid.row_range(tl[0]), grid.col_range(tl[1])
+        parts = []
+        for src, (d_rows, d_cols), weight in zip(sources, diags, w):
+            if weight == 0:
+                continue
+            block = src.read_block((r0, r1), (c0, c1)).astype(np.float64)
+            if not src.normalize:
+                block = normalize_block(block, d_rows[r0:r1], d_cols[c0:c1], out=block)
+            parts.append(block)
+        block = combined(parts, tuple(float(x) for x in w if x))
+        if grid.symmetric and tl[0] == tl[1]:
+            mirror_upper(block)
+            diag_rows[r0:r1] = np.diag(block)
+        sums[tl] = target.write_tile(tl, block)
+        mask[tl] = True
+    target.save_progress(mask, sums)
+    return diag_rows
+
+
+def _combined_side_diag(sources: list[GramStore], w: np.ndarray, side: str) -> np.ndarray:
     """K(g, g) of the combination for one side of a test × train store: Σ w_k K̃_k(g, g),
     where K̃(g, g) is 1 for K(g, g) > 0 and 0 otherwise (as the normalisation sets it)."""
     total = None
-    for (d_rows, d_cols), weight in zip(diags, w):
+    for (d_rows, d_cols), weight in zip((src.read_diag() for src in sources), w):
         d = d_rows if side == "rows" else d_cols
         part = weight * (np.asarray(d) > 0).astype(np.float64)
         total = part if total is None else total + part

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.engine.store import open_gram, open_store, read_labels
+from gramdist.engine.store import GramStore, open_gram
 from gramdist.errors import StoreError
 from gramdist.evaluation.nested_cv import (
     DEFAULT_C_GRID,
@@ -35,8 +35,6 @@ from gramdist.evaluation.nested_cv import (
     find_stores,
     outer_fold,
 )
-
-_SAME = ("kernel", "fit", "normalize", "dataset_checksum")
 
 
 class HoldoutSource(GramSource):
@@ -75,16 +73,18 @@ def pair_stores(train: list[str], test: list[str]) -> list[tuple[str, str]]:
 
 def check_pair(train: str, test: str) -> np.ndarray:
     """The test graphs' targets, once ``test`` is checked to be K(test, train) of ``train``'s run."""
-    tr, te = open_store(train), open_store(test)
-    if not te.attrs.get("complete"):
+    tr, te = GramStore.open(train), GramStore.open(test)
+    if not te.complete:
         raise StoreError(f"{test}: incomplete store; rerun its job before evaluating")
-    if te.attrs.get("symmetric"):
+    if te.symmetric:
         raise StoreError(f"{test}: a square store; --test needs the K(test, train) store of a job with a test: section")
-    for key in _SAME:
-        if tr.attrs.get(key) != te.attrs.get(key):
-            raise StoreError(f"{test}: its {key} differs from {train}'s; the test store must come from the same "
+    for what, mine, theirs in (("kernel", tr.kernel, te.kernel), ("fit", tr.fit, te.fit),
+                               ("normalisation", tr.normalize, te.normalize),
+                               ("training graphs", tr.dataset_checksum, te.dataset_checksum)):
+        if mine != theirs:
+            raise StoreError(f"{test}: its {what} differs from {train}'s; the test store must come from the same "
                              "kernel, fit and training graphs")
-    y = read_labels(te, test)
+    y = te.labels()
     if y is None:
         raise StoreError(f"{test}: the test graphs have no labels or targets")
     return y

@@ -37,7 +37,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import SGDClassifier
 from sklearn.svm import LinearSVC
 
-from gramdist.engine import feature_store as fs
+from gramdist.engine.store import FeatureStore, is_feature_store, open_features
 from gramdist.errors import StoreError
 from gramdist.evaluation.nested_cv import DEFAULT_C_GRID, GramSource, Task, cross_validate, find_stores
 
@@ -53,20 +53,20 @@ SGD_BATCH_ROWS = 16384
 # ------------------------------------------------------------------------------ stores
 def find_feature_stores(paths: list[str]) -> list[str]:
     """Expand folders of feature stores (a grid's output) into store paths, sorted."""
-    return find_stores(paths, is_store=fs.is_feature_store, kind="feature ")
+    return find_stores(paths, is_store=is_feature_store, kind="feature ")
 
 
 def check_compatible(stores: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Labels and graph ids shared by all stores; :class:`StoreError` if they differ."""
     ref = None
     for s in stores:
-        root = fs.open_feature_store(s)
-        if not root.attrs.get("complete"):
+        store = FeatureStore.open(s)
+        if not store.complete:
             raise StoreError(f"{s}: incomplete feature store; rerun its `gramdist features` command first")
-        y, ids = fs.read_labels(s)
+        y, ids = store.labels(), store.graph_ids()
         if y is None:
             raise StoreError(f"{s}: the dataset has no class labels")
-        key = (root.attrs.get("dataset_checksum"), ids, y)
+        key = (store.dataset_checksum, ids, y)
         if ref is None:
             ref = key
         elif key[0] != ref[0] or not np.array_equal(ids, ref[1]) or not np.array_equal(y, ref[2]):
@@ -76,17 +76,16 @@ def check_compatible(stores: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def in_memory_bytes(store: str) -> int:
     """Rough bytes of a store's rows in memory plus the learner's own copy."""
-    info = fs.open_feature_store(store).attrs
-    if info["feature_kind"] == "sparse":
-        return int(info.get("nnz") or 0) * 28  # CSR (12 B per entry) + liblinear's nodes (16 B)
-    root = fs.open_feature_store(store)
-    return int(np.prod(root["features"].shape)) * 16
+    fstore = FeatureStore.open(store)
+    if fstore.sparse:
+        return fstore.nnz * 28  # CSR (12 B per entry) + liblinear's nodes (16 B)
+    return fstore.grid.n_graphs * fstore.n_components * 16
 
 
 # ------------------------------------------------------------------------------ in memory
 @lru_cache(maxsize=4)
 def _load(path: str) -> Any:
-    x, _ = fs.open_features(path)
+    x, _ = open_features(path)
     return x
 
 
@@ -131,9 +130,11 @@ class _ChunkReader:
             raise StoreError(f"--hash-bits must be in 1..31, got {hash_bits}")
         self.path = path
         self.hash_bits = hash_bits
-        self.root, self.sums = fs.open_complete(path)
-        self.grid = fs.grid_of(self.root)
-        self.normalize = bool(self.root.attrs.get("normalize")) and self.root.attrs["feature_kind"] == "sparse"
+        self.store = FeatureStore.open(path)
+        self.store.check_complete()
+        self.sums = self.store.chunk_mask()[1]
+        self.grid = self.store.grid
+        self.normalize = self.store.normalize and self.store.sparse
         self.cache: dict[int, Any] = {}
         self.cached_bytes = 0
         self.verified: set[int] = set()  # chunks checked against their checksum in this process
@@ -143,7 +144,7 @@ class _ChunkReader:
         if i in self.cache:
             return self.cache[i]
         checksum = None if i in self.verified else int(self.sums[i])
-        part = fs.read_chunk(self.root, self.path, i, checksum, handles=self.handles)
+        part = self.store.read_chunk(i, checksum, handles=self.handles)
         self.verified.add(i)
         x = part["features"] if "features" in part else self._hashed(part)
         size = x.nbytes if isinstance(x, np.ndarray) else x.data.nbytes + x.indices.nbytes + x.indptr.nbytes
@@ -295,7 +296,7 @@ def choose_learner(stores: list[str], learner: str) -> str:
 def default_hash_bits(stores: list[str]) -> int:
     """Columns for the hashed rows: the next power of two above the largest store's non-zeros,
     within 2^10..2^20 (each ``partial_fit`` costs time in proportion to the width)."""
-    nnz = max(int(fs.open_feature_store(s).attrs.get("nnz") or 0) for s in stores)
+    nnz = max(FeatureStore.open(s).nnz for s in stores)
     return int(min(20, max(10, math.ceil(math.log2(max(nnz, 2))))))
 
 
@@ -317,7 +318,7 @@ def evaluate_features(stores: list[str], *, learner: str = "auto", epochs: int =
     stores = find_feature_stores(stores)
     y, ids = check_compatible(stores)
     chosen = choose_learner(stores, learner)
-    supervised = [int(i) for s in stores for i in fs.read_kernel_attrs(s).get("supervised_graph_ids", [])]
+    supervised = [int(i) for s in stores for i in FeatureStore.open(s).kernel_attrs().get("supervised_graph_ids", [])]
     held = np.isin(ids, np.asarray(supervised, dtype=np.int64))
     source = StreamedSource if chosen == "sgd" else FeatureSource
     if hash_bits is None:

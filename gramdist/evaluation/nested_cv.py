@@ -50,16 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.engine.store import (
-    is_gramdist_store,
-    open_gram,
-    open_store,
-    read_graph_ids,
-    read_kernel_attrs,
-    read_labels,
-    store_digest,
-    store_version,
-)
+from gramdist.engine.store import GramStore, Location, is_gram_store, open_gram, open_store, store_version
 from gramdist.errors import StoreError
 from gramdist.kernels.base import as_jsonable
 
@@ -72,7 +63,7 @@ def find_stores(paths: list[str], is_store: Callable[[Path], bool] | None = None
     ``is_store`` tells a store of the wanted kind (default: a Gram store); ``kind`` names it
     in the error for a folder without any (e.g. ``"feature "``).
     """
-    is_store = is_store or _is_gram_store
+    is_store = is_store or is_gram_store
     out: list[str] = []
     for p in paths:
         path = Path(p)
@@ -88,14 +79,6 @@ def find_stores(paths: list[str], is_store: Callable[[Path], bool] | None = None
     return out
 
 
-def _is_gram_store(path: Path) -> bool:
-    """A gramdist store that is not a feature store; a damaged one (metadata lost) counts, so
-    that opening it says what is wrong."""
-    from gramdist.engine.feature_store import is_feature_store
-
-    return is_gramdist_store(path) and not is_feature_store(path)
-
-
 @lru_cache(maxsize=4)
 def _load_version(path: str, version: Any) -> np.ndarray:
     k, _ = open_gram(path)
@@ -105,7 +88,7 @@ def _load_version(path: str, version: Any) -> np.ndarray:
 def _load(path: str) -> np.ndarray:
     """The store's Gram as float64, loaded once per process for as long as the store is
     unchanged (an append or a rerun makes it load again)."""
-    return _load_version(path, store_version(path))
+    return _load_version(path, store_version(Location(path)))
 
 
 _load.cache_clear = _load_version.cache_clear  # type: ignore[attr-defined]
@@ -116,8 +99,7 @@ def supervised_graph_ids(stores: list[str]) -> np.ndarray:
     (state attribute ``supervised_graph_ids``; absent for unsupervised kernels)."""
     ids: list[int] = []
     for s in stores:
-        root = open_store(s)
-        ids.extend(int(i) for i in read_kernel_attrs(root).get("supervised_graph_ids", []))
+        ids.extend(int(i) for i in GramStore.open(s).kernel_attrs().get("supervised_graph_ids", []))
     return np.unique(np.asarray(ids, dtype=np.int64))
 
 
@@ -126,16 +108,16 @@ def check_compatible(stores: list[str]) -> tuple[np.ndarray, np.ndarray]:
     ref_y = ref_ids = None
     ref_sum = None
     for s in stores:
-        root = open_store(s)
-        if not root.attrs.get("complete"):
+        store = GramStore.open(s)
+        if not store.complete:
             raise StoreError(f"{s}: incomplete store; rerun its job before evaluating")
-        if not root.attrs.get("symmetric"):
+        if not store.symmetric:
             raise StoreError(f"{s}: rectangular (test x train) store; evaluate needs a square Gram")
-        y = read_labels(root, s)
+        y = store.labels()
         if y is None:
             raise StoreError(f"{s}: the dataset has no class labels")
-        ids = read_graph_ids(root, s)
-        checksum = root.attrs.get("dataset_checksum")
+        ids = store.graph_ids()
+        checksum = store.dataset_checksum
         if ref_y is None:
             ref_y, ref_ids, ref_sum = y, ids, checksum
         elif checksum != ref_sum or not np.array_equal(ids, ref_ids) or not np.array_equal(y, ref_y):
@@ -169,8 +151,8 @@ class GramSource:
 
     def digest(self) -> str:
         """Changes whenever what this source gives does: the key of its saved fold results
-        (here the store's :func:`~gramdist.engine.store.store_digest`)."""
-        return store_digest(self.name)
+        (here the store's :meth:`~gramdist.engine.store.Store.digest`)."""
+        return open_store(self.name).digest()
 
 
 def as_source(candidate: str | GramSource) -> GramSource:

@@ -79,10 +79,6 @@ _GRAMS: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 _DATASETS: dict[str, GraphBatch] = {}
 
 
-def _quiet(msg: str) -> None:
-    return None
-
-
 def _dataset(spec: Any) -> GraphBatch:
     """The job's dataset, loaded once per process."""
     key = json.dumps(spec, sort_keys=True, default=str)
@@ -105,12 +101,12 @@ class RefitSource(GramSource):
     Parameters
     ----------
     name : the setting's name in the selections (a grid setting's name, or the job's).
-    job : a validated, grid-free job dict (``dataset``, ``kernel``, ``fit``, ``gram``).
+    job : a validated, grid-free :class:`~gramdist.jobs.Job` (``dataset``, ``kernel``, ``fit``, ``gram``).
     """
 
-    def __init__(self, name: str, job: dict[str, Any]) -> None:
+    def __init__(self, name: str, job: Any) -> None:
         super().__init__(name)
-        if job.get("test"):
+        if job.test:
             raise JobError(f"{name}: --refit computes K(test, train) per fold itself; drop the job's 'test' section")
         self.job = job
         self._last: tuple[bytes, tuple[np.ndarray, np.ndarray]] | None = None
@@ -123,7 +119,7 @@ class RefitSource(GramSource):
         self.__init__(d["name"], d["job"])
 
     def graphs(self) -> GraphBatch:
-        return _dataset(self.job["dataset"])
+        return _dataset(self.job.dataset)
 
     def digest(self) -> str:
         """What decides this setting's Gram on a given training part: the dataset (its spec and
@@ -132,13 +128,12 @@ class RefitSource(GramSource):
         Tile size, compression, dtype, checkpoints and kept embeddings do not enter: the refit
         computes its float64 Gram in memory, and the engine's Gram does not depend on the
         others."""
-        from gramdist.engine import steps
+        from gramdist.engine.plan import kernel_from_spec
 
-        gram = self.job.get("gram", {})
-        kernel = steps.kernel_from_spec(self.job["kernel"])
-        spec = {"dataset": self.job["dataset"], "checksum": self.graphs().checksum(),
+        kernel = kernel_from_spec(self.job.kernel)
+        spec = {"dataset": self.job.dataset, "checksum": self.graphs().checksum(),
                 "kernel": {"name": kernel.name, **kernel.get_params()},
-                "fit": self.job.get("fit"), "normalize": gram.get("normalize")}
+                "fit": self.job.fit.to_dict(), "normalize": self.job.gram.normalize}
         return hashlib.blake2b(json.dumps(spec, sort_keys=True, default=str).encode(), digest_size=16).hexdigest()
 
     def gram(self) -> np.ndarray:
@@ -155,18 +150,25 @@ class RefitSource(GramSource):
 
     def fold_gram(self, train: np.ndarray, test: np.ndarray) -> np.ndarray:
         """The (N, N) Gram of all graphs under the state fitted on ``train`` only."""
+        from dataclasses import replace
+
         from gramdist.engine import steps
+        from gramdist.engine.context import RunContext, silent
         from gramdist.engine.executor import InlineExecutor
+        from gramdist.engine.plan import kernel_from_spec, plan_gram
         from gramdist.engine.runner import compute_in_memory
+        from gramdist.engine.sinks import MemorySink
+        from gramdist.jobs import GramSpec
 
         t0 = time.perf_counter()
         graphs = self.graphs()
         job = self.job
         ex = InlineExecutor()
-        gram_opts = {"tile_size": job["gram"]["tile_size"], "normalize": job["gram"]["normalize"]}
-        fit = {**job["fit"], "from_store": None}
-        train_plan = steps.plan_gram(steps.kernel_from_spec(job["kernel"]), graphs.take(train), **gram_opts, fit=fit)
-        state = steps.obtain_state(ex, train_plan, steps.MemorySink(train_plan.grid), _quiet)
+        quiet = RunContext(log=silent)
+        gram = GramSpec(tile_size=job.gram.tile_size, normalize=job.gram.normalize)
+        fit = replace(job.fit, from_store=None)
+        train_plan = plan_gram(kernel_from_spec(job.kernel), graphs.take(train), gram=gram, fit=fit)
+        state = steps.obtain_state(ex, train_plan, MemorySink(train_plan.grid), quiet)
         leaked = np.intersect1d(np.asarray(state.attrs.get("supervised_graph_ids", []), np.int64),
                                 graphs.graph_ids[test])
         if len(leaked):  # the fit saw only the training part; this guards that contract
@@ -176,8 +178,8 @@ class RefitSource(GramSource):
             _GRAMS.move_to_end(key)
             gram = _GRAMS[key]
         else:
-            plan = steps.plan_gram(steps.kernel_from_spec(job["kernel"]), graphs, **gram_opts, fit=fit)
-            gram = np.ascontiguousarray(compute_in_memory(ex, plan, state=state, log=_quiet).gram)
+            plan = plan_gram(kernel_from_spec(job.kernel), graphs, gram=gram, fit=fit)
+            gram = np.ascontiguousarray(compute_in_memory(ex, plan, state=state, context=quiet).gram)
             _GRAMS[key] = gram
             while len(_GRAMS) > _GRAM_CACHE_SIZE:
                 _GRAMS.popitem(last=False)
@@ -185,11 +187,11 @@ class RefitSource(GramSource):
         return gram
 
 
-def refit_sources(job: dict[str, Any]) -> list[RefitSource]:
+def refit_sources(job: Any) -> list[RefitSource]:
     """One :class:`RefitSource` per setting of a (validated) job's grid."""
     from gramdist.jobs import expand_grid
 
-    base = job.get("_job_name") or "job"
+    base = job.name or "job"
     return [RefitSource(name or base, sub) for name, sub in expand_grid(job)]
 
 

@@ -83,13 +83,16 @@ def _is_num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def validate_stream_job(job: dict[str, Any]) -> dict[str, Any]:
+def validate_stream_job(job: Any) -> dict[str, Any]:
     """Check the ``stream``, ``learner`` and ``kernel`` sections; return them with defaults.
 
-    Returns a copy of ``job`` whose ``stream`` and ``learner`` sections are complete.
+    ``job``: a :class:`~gramdist.jobs.Job` or its mapping. Returns the job as a mapping whose
+    ``stream`` and ``learner`` sections are complete (``_job_name`` its name).
     Raises :class:`JobError` naming the offending key (unknown keys included).
     """
-    job = copy.deepcopy(job)
+    from gramdist.jobs import Job
+
+    job = job.to_dict() | {"_job_name": job.name} if isinstance(job, Job) else copy.deepcopy(job)
     stream = job.get("stream")
     if not isinstance(stream, dict):
         raise JobError("stream job: section 'stream' must be a mapping with 'segments'")
@@ -212,14 +215,14 @@ def execute(job: dict[str, Any], client: Any = None, progress: Any = None):
     return result, learner, kernel
 
 
-def run_stream_job(job: dict[str, Any], *, out_dir: str | Path | None = None,
+def run_stream_job(job: Any, *, out_dir: str | Path | None = None,
                    json_output: bool = False) -> dict[str, Any]:
     """Run a stream job like the CLI: validate, learn, write the curve, print the summary.
 
     Parameters
     ----------
-    job : dict
-        The loaded job (``gramdist.jobs.load_job``; ``_job_name`` names the outputs).
+    job : Job
+        The loaded job (``gramdist.jobs.load_job``; its name names the outputs).
     out_dir : path or None
         Folder for ``<name>.auroc.csv``, ``<name>.auroc.png`` and ``<name>.summary.json``
         (created if needed); default: the job's ``output`` if set, else the working directory.

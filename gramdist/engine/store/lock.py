@@ -20,16 +20,15 @@ in the same instant are told apart by re-reading the lock after writing it.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
+from gramdist.engine.store.location import Location, Sidecar
 from gramdist.errors import StoreError
 
 HEARTBEAT_SECONDS = 10.0
@@ -41,17 +40,15 @@ class StoreBusyError(StoreError):
     """The store is being written by another run."""
 
 
-def lock_path(store: str | os.PathLike) -> Path:
-    p = Path(store)
-    return p.with_name(p.name + ".lock")
+def lock_file(store: str | os.PathLike | Location) -> Sidecar:
+    """``STORE.lock``, beside the store."""
+    location = store if isinstance(store, Location) else Location(store)
+    return location.sidecar(".lock")
 
 
-def read_lock(store: str | os.PathLike) -> dict[str, Any] | None:
+def read_lock(store: str | os.PathLike | Location) -> dict[str, Any] | None:
     """The lock record of ``store`` (None when nobody holds it or it cannot be read)."""
-    try:
-        return json.loads(lock_path(store).read_text())
-    except (OSError, ValueError):
-        return None
+    return lock_file(store).read()
 
 
 def describe(record: dict[str, Any]) -> str:
@@ -71,7 +68,7 @@ def is_stale(record: dict[str, Any], now: float | None = None) -> str | None:
     return None
 
 
-def current_writer(store: str | os.PathLike) -> dict[str, Any] | None:
+def current_writer(store: str | os.PathLike | Location) -> dict[str, Any] | None:
     """Who holds the store's lock now, for ``gramdist info``: the lock record (host, pid,
     since, heartbeat, command, job_id) with ``stale`` (why it no longer counts, or None) and
     ``description``; None when nobody holds it."""
@@ -104,10 +101,10 @@ class StoreLock:
     log : where the note about a taken-over stale lock goes.
     """
 
-    def __init__(self, store: str | os.PathLike, *, job_id: str | None = None,
+    def __init__(self, store: str | os.PathLike | Location, *, job_id: str | None = None,
                  log: Any = None) -> None:
-        self.store = Path(store)
-        self.path = lock_path(store)
+        self.store = store if isinstance(store, Location) else Location(store)
+        self.file = lock_file(self.store)
         self.job_id = job_id
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.token = uuid.uuid4().hex
@@ -120,59 +117,49 @@ class StoreLock:
                 "command": " ".join(sys.argv[:3]), "job_id": self.job_id, "token": self.token}
 
     def acquire(self) -> StoreLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(3):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                held = read_lock(self.store)
+            if not self.file.create(self._record()):
+                held = self.file.read()
                 if held is None:  # being written this instant, or unreadable: look again
                     time.sleep(0.2)
-                    held = read_lock(self.store)
+                    held = self.file.read()
                     if held is None:
-                        held = {"host": "?", "pid": -1, "heartbeat": self.path.stat().st_mtime}
+                        held = {"host": "?", "pid": -1, "heartbeat": self.file.modified() or 0.0}
                 why = "it belongs to this job" if self.job_id and held.get("job_id") == self.job_id else is_stale(held)
                 if why is None:
                     raise StoreBusyError(
                         f"{self.store}: being written by another run ({describe(held)}); wait for it, "
-                        f"or stop it (its lock {self.path.name} is freed when it ends)") from None
+                        f"or stop it (its lock {self.file.name} is freed when it ends)") from None
                 if self._take_over(held):
                     self.log(f"gramdist: note: took over the lock of {self.store} left by "
                              f"{describe(held)}: {why}")
                     break
                 continue
-            with os.fdopen(fd, "w") as f:
-                json.dump(self._record(), f)
             break
         else:
-            raise StoreBusyError(f"{self.store}: could not take its lock {self.path} (another writer keeps taking it)")
+            raise StoreBusyError(f"{self.store}: could not take its lock {self.file} (another writer keeps taking it)")
         self._thread = threading.Thread(target=self._beat, name="gramdist-lock-heartbeat", daemon=True)
         self._thread.start()
         return self
 
     def _take_over(self, held: dict[str, Any]) -> bool:
         """Replace a stale lock by ours; False if another writer got there first."""
-        tmp = self.path.with_name(f"{self.path.name}.{self.token}")
-        tmp.write_text(json.dumps(self._record()))
-        current = read_lock(self.store)
+        current = self.file.read()
         if current is not None and current.get("token") != held.get("token"):
-            tmp.unlink(missing_ok=True)
             return False
-        os.replace(tmp, self.path)
+        self.file.write(self._record())
         time.sleep(0.05)
-        mine = read_lock(self.store)
+        mine = self.file.read()
         return mine is not None and mine.get("token") == self.token
 
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_SECONDS):
-            record = read_lock(self.store)
+            record = self.file.read()
             if record is None or record.get("token") != self.token:
                 return  # taken over (we were presumed dead): never write over the new holder
             record["heartbeat"] = time.time()
-            tmp = self.path.with_name(f"{self.path.name}.{self.token}")
             try:
-                tmp.write_text(json.dumps(record))
-                os.replace(tmp, self.path)
+                self.file.write(record)
             except OSError:
                 pass  # a full disk must not kill the run; the lock may then look stale
 
@@ -180,9 +167,9 @@ class StoreLock:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        record = read_lock(self.store)
+        record = self.file.read()
         if record is not None and record.get("token") == self.token:
-            self.path.unlink(missing_ok=True)
+            self.file.remove()
 
     def __enter__(self) -> StoreLock:
         return self.acquire()

@@ -1,0 +1,110 @@
+"""Where work runs: the one policy every entry point uses (CLI, Python API, append, evaluate).
+
+A :class:`Placement` holds what the user said — a client or scheduler address, the job's
+``cluster:`` section, ``in_process`` — and :meth:`Placement.executor` turns it, for a
+computation of a given size, into an :class:`~gramdist.engine.executor.Executor`:
+
+1. ``in_process=True``, or ``cluster.n_workers: 0``: this process.
+2. a client given (a ``distributed.Client``, or an address: one client per address for the
+   process): that cluster.
+3. a scheduler named (``--scheduler``, ``cluster.scheduler``, ``$DASK_SCHEDULER_ADDRESS``) or
+   ``cluster.jobqueue``: that cluster, connected for this computation.
+4. the active ``distributed.Client`` of the process (``with Client(): ...``), if any.
+5. ``in_process="auto"`` with no cluster size named (``cluster.n_workers``): this process when
+   the work is at most :data:`IN_PROCESS_MAX_ENTRIES` kernel values — a LocalCluster would
+   take longer to start than the work takes (measured here: NCI1's 4110 x 4110 WL Gram, h =
+   5, takes 0.7 s of CPU in process; starting a two-worker LocalCluster and importing the
+   kernel code on it takes 2-4 s).
+6. otherwise a LocalCluster sized by ``cluster:``: the one shared by every call of a Python
+   process (``shared=True``: the Python front ends, started once and closed at exit), or one
+   started for this computation (the CLI).
+
+The command line runs its jobs with ``in_process=False`` (a cluster unless ``n_workers: 0``),
+the Python front ends and appends with ``"auto"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gramdist.engine.context import Log, silent
+from gramdist.engine.executor import DaskExecutor, Executor, InlineExecutor
+from gramdist.errors import JobError
+from gramdist.jobs import ClusterSpec
+
+#: work (kernel values) that runs in this process when nothing names a cluster: 5000 x 5000
+IN_PROCESS_MAX_ENTRIES = 5000 * 5000
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What the user said about where to run; see the module docstring for the rules.
+
+    ``client``: a ``distributed.Client`` or a scheduler address; ``scheduler``: an address
+    that overrides ``cluster.scheduler``; ``cluster``: the job's ``cluster:`` section;
+    ``in_process``: True, False or ``"auto"``; ``shared``: start (once) and reuse the Python
+    process's LocalCluster rather than one per computation.
+    """
+
+    client: Any = None
+    scheduler: str | None = None
+    cluster: ClusterSpec = field(default_factory=ClusterSpec)
+    in_process: bool | str = "auto"
+    shared: bool = False
+
+    def __post_init__(self) -> None:
+        if self.in_process not in (True, False, "auto"):
+            raise JobError(f"in_process must be True, False or 'auto', got {self.in_process!r}")
+
+    @property
+    def address(self) -> str | None:
+        """The scheduler a computation connects to, if one is named."""
+        return self.scheduler or self.cluster.scheduler or os.environ.get("DASK_SCHEDULER_ADDRESS")
+
+    def names_a_cluster(self) -> bool:
+        return bool(self.client is not None or self.address or self.cluster.jobqueue
+                    or self.cluster.n_workers)
+
+    def runs_here(self, n_entries: int) -> bool:
+        """Whether :meth:`executor` runs a computation of ``n_entries`` kernel values in this
+        process (it starts and connects to nothing)."""
+        if self.in_process is True or (self.cluster.n_workers == 0 and not (self.client or self.address)):
+            return True
+        if self.names_a_cluster() or _active_client() is not None:
+            return False
+        return self.in_process == "auto" and n_entries <= IN_PROCESS_MAX_ENTRIES
+
+    @contextlib.contextmanager
+    def executor(self, n_entries: int, log: Log = silent) -> Iterator[Executor]:
+        """The executor for ``n_entries`` kernel values (closed afterwards if started here)."""
+        from gramdist.engine import cluster
+
+        if self.runs_here(n_entries):
+            yield InlineExecutor()
+        elif self.client is not None:
+            yield DaskExecutor(cluster.address_client(self.client) if isinstance(self.client, str) else self.client)
+        elif self.address or self.cluster.jobqueue or not self.shared:
+            if not (self.address or self.cluster.jobqueue) and (active := _active_client()) is not None:
+                yield DaskExecutor(active)
+                return
+            with cluster.connect(self.cluster, self.scheduler) as client:
+                yield DaskExecutor(client)
+        else:
+            yield DaskExecutor(_active_client() or cluster.shared_client(self.cluster))
+
+    def with_workers(self, n_workers: int | None) -> Placement:
+        """This placement with ``cluster.n_workers`` set (``--workers N``; 0: this process)."""
+        if n_workers is None:
+            return self
+        return Placement(self.client, self.scheduler, self.cluster.replace(n_workers=n_workers), self.in_process,
+                         self.shared)
+
+
+def _active_client() -> Any | None:
+    from gramdist.engine.cluster import active_client
+
+    return active_client()

@@ -1,0 +1,78 @@
+"""gramdist's stores: one object per store, the only code that knows their layout.
+
+* :class:`GramStore` (``gramdist run``: the N×N Gram in tiles) and :class:`FeatureStore`
+  (``gramdist features``: one row per graph), both :class:`~.base.Store`: a Zarr v3 group at a
+  :class:`~.location.Location`, its attributes behind typed properties, its fitted state.
+* ``layout.py`` — every array and attribute, declared once (:class:`~.layout.ArraySpec`,
+  :class:`~.layout.AttrSpec`), and the typed metadata a computation hands over
+  (:class:`~.layout.GramMeta`, :class:`~.layout.FeatureMeta`).
+* ``location.py`` — where a store lives (a local folder) and the sidecars beside it; the one
+  seam for another storage backend.
+* ``grids.py`` — tiles and chunks; ``checksums.py`` — tile and chunk checksums.
+* ``state.py`` — the fitted state and kept embeddings; ``backup.py`` — the attributes' copy;
+  ``repair.py`` — verify and repair; ``staging.py`` — an append's staging group and commit;
+  ``upgrade.py`` — older stores brought up to date; ``lock.py`` — one writer per store.
+
+Workers write through picklable targets (:class:`~.gram.TileTarget`,
+:class:`~.features.ChunkTarget`, :class:`~.state.EmbeddingCache`); everything else goes
+through the store objects. Nothing here unpickles anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gramdist.engine.store.base import Store, as_location, store_kind, store_version
+from gramdist.engine.store.checksums import tile_checksum, words_checksum
+from gramdist.engine.store.features import ChunkTarget, FeatureStore, is_feature_store, open_features
+from gramdist.engine.store.gram import GramStore, TileTarget, is_gram_store, open_gram
+from gramdist.engine.store.grids import ChunkGrid, TileGrid, kept_tiles
+from gramdist.engine.store.layout import GRAM_DTYPES, FeatureMeta, GramMeta, check_dtype
+from gramdist.engine.store.location import Location, Sidecar
+from gramdist.engine.store.lock import StoreBusyError, StoreLock, current_writer
+from gramdist.engine.store.state import EmbeddingCache, load_state
+from gramdist.errors import StoreError
+
+
+def open_store(where: Any, mode: str = "r") -> GramStore | FeatureStore:
+    """The store at ``where``, of whichever kind it is; :class:`StoreError` if none."""
+    location = as_location(where)
+    kind = store_kind(location)
+    if kind == "features":
+        return FeatureStore.open(location, mode)
+    if kind is None and not location.exists():
+        raise StoreError(f"{location}: no such store")
+    return GramStore.open(location, mode)
+
+
+def is_store(where: Any) -> bool:
+    """Whether ``where`` is a gramdist store of either kind (damaged ones count)."""
+    return store_kind(as_location(where)) is not None
+
+
+def verify(where: Any, *, repair: bool = False) -> dict[str, Any]:
+    """``gramdist verify``: check (and with ``repair`` mend) a store of either kind."""
+    from gramdist.engine.store.repair import verify_gram_store
+
+    location = as_location(where)
+    if store_kind(location) == "features":
+        return FeatureStore.open(location, "r+" if repair else "r").verify(repair=repair)
+    return verify_gram_store(location, repair=repair)
+
+
+def info(where: Any) -> dict[str, Any]:
+    """``gramdist info``: a JSON-ready summary of a store of either kind."""
+    return open_store(where).info()
+
+
+def read_state(where: Any) -> Any:
+    """The fitted state of the store at ``where`` (either kind)."""
+    return open_store(where).read_state()
+
+
+__all__ = [
+    "ChunkGrid", "ChunkTarget", "EmbeddingCache", "FeatureMeta", "FeatureStore", "GRAM_DTYPES", "GramMeta", "GramStore",
+    "Location", "Sidecar", "Store", "StoreBusyError", "StoreError", "StoreLock", "TileGrid", "TileTarget", "check_dtype",
+    "current_writer", "info", "is_feature_store", "is_gram_store", "is_store", "kept_tiles", "load_state", "open_features",
+    "open_gram", "open_store", "read_state", "store_version", "tile_checksum", "verify", "words_checksum",
+]

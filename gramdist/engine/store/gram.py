@@ -1,0 +1,627 @@
+"""The Gram store (``gramdist run``): its tiles, done-mask and checksums, vectors and reading.
+
+Layout and attributes are declared in :mod:`.layout` (:data:`~.layout.GRAM_ARRAYS`,
+:data:`~.layout.GRAM_ATTRIBUTES`). Every array names its dimensions, so
+``xarray.open_zarr(store)`` gives the Gram labelled by graph id on both axes, with ``y`` and
+``diag`` along them. Stores made before dimension names (gramdist 0.1.0) are read as they are;
+:mod:`.upgrade` adds the names.
+
+Only the client process writes attributes and the small arrays; workers write whole ``gram``
+chunks through a :class:`TileTarget`, each tile task its own chunks, so writes never
+overlap. ``complete`` becomes true only after the done-mask read back from disk is all ones.
+Each tile task returns the checksum of what it wrote, which the client saves with the
+done-mask (checksums first), so a chunk later lost or damaged on disk is caught on reading
+(:meth:`GramStore.read_gram`, :func:`~.verify.verify_gram_store`) instead of being read as zeros.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from gramdist.engine.store import backup
+from gramdist.engine.store.base import (
+    Store,
+    as_location,
+    blosc,
+    keep_empty,
+    lost_metadata,
+    open_root,
+    present,
+    read_array,
+    zarr,
+)
+from gramdist.engine.store.checksums import tile_checksum
+from gramdist.engine.store.grids import TileGrid
+from gramdist.engine.store.layout import (
+    EMBEDDINGS,
+    GRAM_ARRAYS,
+    GRAM_ATTRIBUTES,
+    GRAM_COORDINATES,
+    GramMeta,
+    check_dtype,
+)
+from gramdist.engine.store.location import Location
+from gramdist.errors import StoreError
+from gramdist.graphs import GraphBatch
+
+
+# ------------------------------------------------------------------------------- layout
+def create_tile_arrays(group: Any, grid: TileGrid, dtype: str, compression_level: int,
+                       overwrite: bool = False) -> None:
+    """``gram``, ``tiles_done`` and ``tile_checksums`` laid out for ``grid`` in ``group``."""
+    t = grid.tile
+    # A tile larger than the Gram is one chunk of the Gram's size: a (T, T) chunk would make
+    # every write allocate T*T floats (7 TiB for tile_size 10**6), whatever the Gram's size.
+    chunks = (max(1, min(t, grid.n_rows)), max(1, min(t, grid.n_cols)))
+    group.create_array(
+        "gram", shape=(grid.n_rows, grid.n_cols), chunks=chunks, dtype=dtype, fill_value=0.0,
+        compressors=blosc(compression_level, np.dtype(dtype).itemsize), config={"write_empty_chunks": True},
+        dimension_names=GRAM_ARRAYS["gram"].dims, attributes={"coordinates": GRAM_COORDINATES}, overwrite=overwrite,
+    )
+    for name in ("tiles_done", "tile_checksums"):
+        create_record_array(group, name, grid, overwrite)
+
+
+def create_record_array(group: Any, name: str, grid: TileGrid, overwrite: bool = False) -> Any:
+    """The done-mask or the checksums: one chunk, written at once (zeros), so that a chunk file
+    that is gone later means lost data, never "nothing written yet"."""
+    spec = GRAM_ARRAYS[name]
+    arr = group.create_array(name, shape=grid.shape, chunks=grid.shape, dtype=spec.dtype, fill_value=0,
+                             config={"write_empty_chunks": True}, overwrite=overwrite, dimension_names=spec.dims)
+    arr[...] = 0
+    return arr
+
+
+def folder_of(group: Any) -> Any:
+    """The folder of ``group`` (a store or one of its groups) on disk."""
+    from pathlib import Path
+
+    return Path(group.store.root) / group.path if group.path else Path(group.store.root)
+
+
+def chunk_exists(group: Any, name: str, chunk: tuple[int, ...]) -> bool:
+    return (folder_of(group) / name / group[name].metadata.encode_chunk_key(chunk)).is_file()
+
+
+def chunk_name(group: Any, name: str, chunk: tuple[int, ...]) -> str:
+    return f"{name}/{group[name].metadata.encode_chunk_key(chunk)}"
+
+
+def grid_of(group: Any) -> TileGrid:
+    return TileGrid(group["gram"].shape[0], group["gram"].shape[1], group.attrs["tile_size"],
+                    group.attrs["symmetric"])
+
+
+# ------------------------------------------------------------------------------- records
+def read_record(group: Any, name: str) -> tuple[np.ndarray | None, str | None]:
+    """``(values, None)`` of the done-mask or the checksums, ``(None, None)`` when a store made
+    before checksums has none, ``(None, what is wrong)`` when it is lost or undecodable."""
+    checksummed = bool(group.attrs.get("checksummed"))
+    if not present(group, name):
+        return None, ("is missing" if checksummed or name == "tiles_done" else None)
+    try:
+        values = np.asarray(group[name][...])
+    except Exception as exc:  # noqa: BLE001 - a codec error, a truncated chunk
+        return None, f"cannot be decoded ({type(exc).__name__}: {exc})"
+    # stores that record checksums write both records whole from the start: no chunk is lost data
+    if checksummed and not chunk_exists(group, name, (0, 0)):
+        return None, f"is missing (its chunk file {chunk_name(group, name, (0, 0))} is gone)"
+    return values, None
+
+
+def record_message(where: Any, name: str, problem: str) -> str:
+    if name == "tiles_done":
+        return (f"{where}: the done-mask (tiles_done) {problem}: which tiles are written is unknown, so the store "
+                f"cannot be read or resumed as it stands; `gramdist verify --repair {where}` rebuilds it from the "
+                "tile checksums")
+    return (f"{where}: the tile checksums (tile_checksums) {problem}: the Gram's tiles can no longer be checked; "
+            f"`gramdist verify --repair {where}` records them again from the tiles that are on disk and decode "
+            "(trusting their values; a symmetric store's mirrors must agree) and unmarks the others")
+
+
+def read_done_mask(group: Any) -> np.ndarray:
+    mask, problem = read_record(group, "tiles_done")
+    if problem:
+        raise StoreError(record_message(folder_of(group), "tiles_done", problem))
+    return np.asarray(mask, dtype=bool)
+
+
+def read_checksums(group: Any, where: Any) -> np.ndarray | None:
+    sums, problem = read_record(group, "tile_checksums")
+    if problem:
+        raise StoreError(record_message(where, "tile_checksums", problem))
+    return None if sums is None else sums.astype(np.uint64)
+
+
+def write_done_mask(group: Any, mask: np.ndarray, checksums: np.ndarray | None = None) -> None:
+    """Save the done-mask; the checksums of its tiles first, so a tile marked done on disk
+    always has its checksum there too."""
+    if checksums is not None:
+        keep_empty(group["tile_checksums"])[...] = checksums
+    keep_empty(group["tiles_done"])[...] = mask.astype(np.uint8)
+
+
+def mark_group_complete(group: Any, grid: TileGrid) -> bool:
+    """Set ``complete`` iff every tile is marked done on disk and the diagonal is stored; a
+    store that completes keeps a copy of its attributes."""
+    mask = read_done_mask(group)
+    done = bool(group.attrs.get("diag_complete")) and all(mask[i, j] for i, j in grid.tiles())
+    group.attrs["complete"] = bool(done)
+    if done and "tile_checksums" in group:
+        backup.save_backup(group)
+    return done
+
+
+# ------------------------------------------------------------------------------- damage
+def tile_damage(group: Any, grid: TileGrid, mask: np.ndarray, gram: np.ndarray | None = None,
+                where: Any = "store") -> dict[tuple[int, int], str]:
+    """Tiles marked done in ``mask`` that are damaged on disk, with what is wrong.
+
+    A tile is damaged when its chunk (or its mirror's) is missing, cannot be decoded, or holds
+    values that no longer match the checksum recorded when it was written. ``gram`` is the
+    Gram if already loaded. A store made before checksums is checked for undecodable chunks only.
+    """
+    sums = read_checksums(group, where)
+    arr = group["gram"]
+    bad: dict[tuple[int, int], str] = {}
+    for i, j in grid.tiles():
+        if not mask[i, j]:
+            continue
+        places = [(i, j)] + ([(j, i)] if grid.symmetric and i != j else [])
+        for ci, cj in places:
+            (r0, r1), (c0, c1) = grid.row_range(ci), grid.col_range(cj)
+            chunk = chunk_name(group, "gram", (ci, cj))
+            try:
+                block = np.asarray(arr[r0:r1, c0:c1] if gram is None else gram[r0:r1, c0:c1])
+            except Exception as exc:  # noqa: BLE001 - codec errors come in several types
+                bad[(i, j)] = f"chunk {chunk} cannot be decoded ({type(exc).__name__}: {exc})"
+                break
+            # a chunk file that is absent reads as zeros: damage unless the tile was all zeros
+            # (stores before 0.2 did not write such tiles), which its checksum tells
+            if sums is not None and tile_checksum(block) != int(sums[i, j]):
+                bad[(i, j)] = (f"chunk {chunk} does not match the checksum recorded when the tile was written"
+                               if chunk_exists(group, "gram", (ci, cj)) else
+                               f"chunk {chunk} is missing (it reads as zeros)")
+                break
+    return bad
+
+
+def damage_message(store: Any, grid: TileGrid, bad: dict[tuple[int, int], str], hint: str) -> str:
+    shown = "; ".join(f"{grid.label(tl)} ({why})" for tl, why in sorted(bad.items())[:3])
+    more = f"; and {len(bad) - 3} more" if len(bad) > 3 else ""
+    return (f"{store}: {len(bad)} tile(s) damaged on disk (a chunk lost, undecodable, or not matching the "
+            f"checksum recorded when it was written): {shown}{more}; run `gramdist verify --repair {store}`, then {hint}")
+
+
+def committing_message(store: Any, pending: dict[str, Any]) -> str:
+    a, b = pending.get("from", ["?"])[0], pending.get("to", ["?"])[0]
+    return (f"{store}: an append ({a} -> {b} graphs) is being committed; read it again in a moment (if that append "
+            f"was interrupted, `gramdist append {store}` finishes it)")
+
+
+# ------------------------------------------------------------------------------- worker writes
+@lru_cache(maxsize=8)
+def _open_gram_array(path: str, inode: int, mtime_ns: int) -> Any:
+    return keep_empty(zarr.open_array(path, path="gram", mode="r+"))
+
+
+@dataclass(frozen=True)
+class TileTarget:
+    """Where a tile task writes its tile: the ``gram`` array of a store (or of an append's
+    staging group) at ``path``, of ``shape`` and ``dtype``. Picklable; opened once per worker.
+
+    The array is cached per process, keyed by the identity of its metadata file and checked
+    against the expected layout: a worker that outlives one store never writes with the
+    chunking or codecs of an earlier store made at the same path.
+    """
+
+    path: str
+    shape: tuple[int, int]
+    dtype: str
+
+    def array(self) -> Any:
+        meta = os.stat(os.path.join(self.path, "gram", "zarr.json"))
+        arr = _open_gram_array(self.path, meta.st_ino, meta.st_mtime_ns)
+        if (tuple(arr.shape), str(arr.dtype)) != (tuple(self.shape), str(self.dtype)):
+            _open_gram_array.cache_clear()
+            arr = _open_gram_array(self.path, meta.st_ino, meta.st_mtime_ns)
+        return arr
+
+    def write(self, grid: TileGrid, tile: tuple[int, int], block: np.ndarray) -> int:
+        """Write ``block`` as tile ``(i, j)`` (and its mirror when symmetric); its checksum."""
+        (r0, r1), (c0, c1) = grid.row_range(tile[0]), grid.col_range(tile[1])
+        gram = self.array()
+        gram[r0:r1, c0:c1] = block
+        if grid.symmetric and tile[0] != tile[1]:
+            gram[c0:c1, r0:r1] = block.T
+        return tile_checksum(block)
+
+
+# ------------------------------------------------------------------------------- the store
+class GramStore(Store):
+    """A Gram store; open with :meth:`open`, make with :meth:`create`."""
+
+    KIND = "gram"
+    ARRAYS = GRAM_ARRAYS
+    ATTRIBUTES = GRAM_ATTRIBUTES
+
+    # -------------------------------------------------------------- making and opening
+    @classmethod
+    def create(cls, where: str | Location, grid: TileGrid, meta: GramMeta | dict[str, Any], *,
+               compression_level: int = 1, overwrite: bool = False) -> GramStore:
+        """A new store laid out for ``grid``; refuses to clobber an existing one (the caller
+        removes what ``overwrite`` replaces, once it has checked it is a store)."""
+        location = as_location(where)
+        if location.exists() and not overwrite:
+            raise StoreError(f"{location}: already exists")
+        attrs = meta.to_attrs() if isinstance(meta, GramMeta) else dict(meta)
+        dtype = check_dtype(attrs.get("dtype") or "float64")
+        root = zarr.open_group(str(location), mode="w" if overwrite else "w-", zarr_format=3)
+        create_tile_arrays(root, grid, dtype, compression_level)
+        if attrs.get("keep_embeddings"):
+            root.require_group(EMBEDDINGS)
+        root.attrs.update(attrs | {"complete": False, "state_complete": False, "diag_complete": False,
+                                   "dtype": dtype, "checksummed": True})
+        return cls(location, root, "r+")
+
+    @classmethod
+    def open(cls, where: str | Location, mode: str = "r") -> GramStore:
+        """An existing Gram store; :class:`StoreError` if it is not one, if its group metadata or
+        the metadata of ``gram``/``tiles_done`` is lost (saying what is lost and whether
+        ``gramdist verify --repair`` restores it). A reader (``mode="r"``) is refused, in one
+        line, while an append is being committed (its arrays are then changing)."""
+        location = as_location(where)
+        root = open_root(location, mode)
+        kind = root.attrs.get("store_kind", "gram")
+        if kind != "gram":
+            raise StoreError(f"{location}: a {kind} store, not a Gram store")
+        for name in ("gram", "tiles_done", "tile_checksums"):
+            lost = lost_metadata(location.path, name)
+            if lost and location.child(name).is_dir():
+                raise StoreError(backup.array_metadata_message(location, name, lost))
+        try:
+            missing = [name for name in ("gram", "tiles_done") if name not in root]
+            for name in ("gram", "tiles_done"):
+                if name not in missing:
+                    root[name]  # parse the metadata now: unknown codecs or data types fail here
+        except Exception as exc:  # zarr refuses what it cannot decode (e.g. pickle codecs): say so
+            raise StoreError(f"{location}: unreadable store metadata ({type(exc).__name__}: {exc})") from None
+        if missing:  # e.g. a copy cut short: never a KeyError traceback later
+            raise StoreError(f"{location}: not a complete gramdist store (no {' or '.join(missing)} array); "
+                             "rerun its job with --overwrite")
+        store = cls(location, root, mode)
+        if mode == "r" and store.committing:
+            raise StoreError(committing_message(location, store.pending_append))
+        return store
+
+    def reopen(self, mode: str | None = None) -> GramStore:
+        return type(self).open(self.location, mode or self.mode)
+
+    # -------------------------------------------------------------- typed attributes
+    @property
+    def grid(self) -> TileGrid:
+        return grid_of(self.root)
+
+    @property
+    def symmetric(self) -> bool:
+        return bool(self._attr("symmetric", True))
+
+    @property
+    def tile_size(self) -> int:
+        return int(self._attr("tile_size"))
+
+    @property
+    def dtype(self) -> str:
+        return str(self.root["gram"].dtype)
+
+    @property
+    def diag_complete(self) -> bool:
+        return bool(self._attr("diag_complete"))
+
+    @property
+    def keeps_embeddings(self) -> bool:
+        return bool(self._attr("keep_embeddings"))
+
+    @property
+    def checksummed(self) -> bool:
+        return bool(self._attr("checksummed"))
+
+    @property
+    def appends(self) -> list[dict[str, Any]]:
+        return list(self._attr("appends") or [])
+
+    @property
+    def pending_append(self) -> dict[str, Any] | None:
+        return self._attr("pending_append") or None
+
+    @property
+    def committing(self) -> bool:
+        return bool((self.pending_append or {}).get("state") == "committing")
+
+    @property
+    def generation(self) -> int:
+        return int(self._attr("generation", 0))
+
+    @property
+    def combination(self) -> dict[str, Any] | None:
+        return self._attr("combination")
+
+    @property
+    def test_dataset(self) -> dict[str, Any] | None:
+        return self._attr("test_dataset")
+
+    @property
+    def test_checksum(self) -> str | None:
+        return self._attr("test_checksum")
+
+    @property
+    def row_dataset(self) -> dict[str, Any]:
+        """The dataset record of the row graphs (the test graphs of a test x train store)."""
+        return dict((self.dataset if self.symmetric else self.test_dataset) or {})
+
+    @property
+    def row_checksum(self) -> str | None:
+        return self.dataset_checksum if self.symmetric else self.test_checksum
+
+    @property
+    def compression_level(self) -> int:
+        return int((self.job.get("gram") or {}).get("compression_level", 1))
+
+    def record_attrs(self, **values: Any) -> None:
+        """Set attributes a run records (``appends``, ``keep_embeddings``...), by name."""
+        unknown = set(values) - set(GRAM_ATTRIBUTES)
+        if unknown:
+            raise ValueError(f"not Gram store attributes: {sorted(unknown)}")
+        self._set(**values)
+
+    def mark_incomplete(self) -> None:
+        self._set(complete=False)
+
+    # -------------------------------------------------------------- vectors
+    def write_graph_vectors(self, rows: GraphBatch, cols: GraphBatch | None = None) -> None:
+        """Class labels and ids of the row graphs, and the ids (and labels, when rectangular) of
+        the column graphs: a symmetric store has ``graph_ids_cols`` too, to label both axes."""
+        for batch, suffix in ((rows, ""), (cols, "_cols")):
+            if batch is None:
+                continue
+            if batch.y is not None:
+                self._write_vector(f"y{suffix}", batch.y)
+            self._write_vector(f"graph_ids{suffix}", batch.graph_ids)
+        if cols is None:
+            self._write_vector("graph_ids_cols", rows.graph_ids)
+
+    def copy_graph_vectors(self, source: GramStore) -> None:
+        """The labels and ids of ``source`` (same graphs) into this store."""
+        names = ("y", "graph_ids") if self.symmetric else ("y", "graph_ids", "y_cols", "graph_ids_cols")
+        for name in names:
+            values = source._read(name, optional=True)
+            if values is not None:
+                self._write_vector(name, values)
+
+    def write_diag(self, rows: np.ndarray, cols: np.ndarray | None = None) -> None:
+        """Store the raw K(g, g) of the row graphs (and of the columns when rectangular)."""
+        self._write_vector("diag", rows)
+        if cols is not None:
+            self._write_vector("diag_cols", cols)
+        self._set(diag_complete=True)
+
+    def read_diag(self) -> tuple[np.ndarray, np.ndarray]:
+        """The raw K(g, g) of the row graphs and of the column graphs (the same array when symmetric)."""
+        rows = np.asarray(self.root["diag"][...])
+        return rows, rows if self.symmetric else np.asarray(self.root["diag_cols"][...])
+
+    def col_labels(self) -> np.ndarray | None:
+        """Class labels of the column graphs: the row labels of a symmetric store."""
+        return self.labels() if self.symmetric else self._read("y_cols", optional=True)
+
+    def col_graph_ids(self) -> np.ndarray:
+        return self.graph_ids() if self.symmetric else self._read("graph_ids_cols")
+
+    # -------------------------------------------------------------- progress
+    def done_mask(self) -> np.ndarray:
+        """The done-mask; :class:`StoreError` saying so when it is lost or cannot be decoded."""
+        return read_done_mask(self.root)
+
+    def checksums(self) -> np.ndarray | None:
+        """The per-tile checksums, None for a store made before they were recorded."""
+        return read_checksums(self.root, self.location)
+
+    def save_progress(self, mask: np.ndarray, checksums: np.ndarray | None = None) -> None:
+        write_done_mask(self.root, mask, checksums)
+
+    def tiles_done(self) -> int:
+        return self.grid.count_done(self.done_mask())
+
+    def mark_complete(self) -> bool:
+        """Set ``complete`` iff every tile is on disk (done-mask) and the diagonal is stored."""
+        return mark_group_complete(self.root, self.grid)
+
+    def is_finished(self) -> bool:
+        """Marked complete, and the done-mask on disk agrees (what a rerun checks first)."""
+        return self.complete and self.mark_complete()
+
+    def tile_target(self) -> TileTarget:
+        g = self.grid
+        return TileTarget(self.location.resolved(), (g.n_rows, g.n_cols), self.dtype)
+
+    def write_tile(self, tile: tuple[int, int], block: np.ndarray) -> int:
+        """Write tile ``(i, j)`` (and its mirror) from this process in the store's dtype; its checksum."""
+        arr = keep_empty(self.root["gram"])
+        block = np.asarray(block).astype(arr.dtype, copy=False)
+        grid = self.grid
+        (r0, r1), (c0, c1) = grid.row_range(tile[0]), grid.col_range(tile[1])
+        arr[r0:r1, c0:c1] = block
+        if grid.symmetric and tile[0] != tile[1]:
+            arr[c0:c1, r0:r1] = block.T
+        return tile_checksum(block)
+
+    def read_block(self, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
+        """``gram[r0:r1, c0:c1]`` as stored (check the store first: :meth:`verify`)."""
+        return np.asarray(self.root["gram"][rows[0]:rows[1], cols[0]:cols[1]])
+
+    def rerun_hint(self) -> str:
+        """How to recompute unmarked tiles: the job, or ``gramdist append STORE`` for a store
+        grown by appends (whose graphs no single job file names)."""
+        if self.appends:
+            return f"`gramdist append {self.location}` recomputes them (a store grown by appends)"
+        return "rerun its job to recompute them"
+
+    def damaged(self, mask: np.ndarray, gram: np.ndarray | None = None) -> dict[tuple[int, int], str]:
+        return tile_damage(self.root, self.grid, mask, gram, self.location)
+
+    # -------------------------------------------------------------- reading
+    def read_gram(self, *, as_dask: bool = False, allow_incomplete: bool = False) -> tuple[Any, np.ndarray | None]:
+        """``(K, y)``, every tile checked against its checksum (not with ``as_dask``)."""
+        if self.committing:
+            raise StoreError(committing_message(self.location, self.pending_append))
+        grid = self.grid
+        mask = self.done_mask()
+        if not allow_incomplete:
+            # the flag and the done-mask must agree: a store whose flag was copied without all
+            # of its tiles is not complete
+            done = grid.count_done(mask)
+            if not self.complete or done < len(grid.tiles()):
+                raise StoreError(f"{self.location}: incomplete store ({done} of {len(grid.tiles())} tiles written); "
+                                 + ("`gramdist append STORE` finishes it" if self.appends
+                                    else "rerun the job to finish it"))
+        if as_dask:
+            import dask.array as da
+
+            k = da.from_zarr(str(self.location), component="gram")
+        else:
+            try:
+                k = np.asarray(self.root["gram"][...])
+            except Exception as exc:  # noqa: BLE001 - name the tiles rather than the codec's error
+                bad = self.damaged(mask)
+                if not bad:
+                    raise StoreError(f"{self.location}: cannot read array 'gram' ({type(exc).__name__}: {exc})") from None
+                raise StoreError(damage_message(self.location, grid, bad, self.rerun_hint())) from None
+            bad = self.damaged(mask, k)  # one pass over the loaded Gram: cheap next to reading it
+            if bad:
+                raise StoreError(damage_message(self.location, grid, bad, self.rerun_hint()))
+        return k, self.labels()
+
+    # -------------------------------------------------------------- the rest, by concern
+    def info(self) -> dict[str, Any]:
+        """A JSON-ready summary (what ``gramdist info`` prints): as the store was before an
+        append that is running, with the append under ``pending_append``."""
+        from gramdist.engine.store.lock import current_writer
+        from gramdist.engine.store.staging import pending_progress
+        from gramdist.engine.store.upgrade import missing_dimension_names
+
+        grid = self.grid
+        done = self.tiles_done()
+        pending = self.pending_append
+        if pending:
+            pending = dict(pending)
+            progress = pending_progress(self, pending)
+            if progress is not None:
+                pending["tiles_done"], pending["tiles_total"] = progress
+        return {
+            "store": str(self.location), "complete": self.complete and done == len(grid.tiles()),
+            "shape": [grid.n_rows, grid.n_cols], "dtype": self.dtype, "tile_size": self.tile_size,
+            "tiles_done": done, "tiles_total": len(grid.tiles()), "symmetric": self.symmetric,
+            "normalize": self._attr("normalize"), "kernel": self.kernel, "dataset": self.dataset,
+            "test_dataset": self.test_dataset, "appends": self.appends, "pending_append": pending,
+            "writer": current_writer(self.location), "fit": self.fit, "gramdist_version": self.gramdist_version,
+            "stats": self.stats, "needs_upgrade": missing_dimension_names(self),
+        }
+
+    def verify(self, *, repair: bool = False) -> dict[str, Any]:
+        from gramdist.engine.store.repair import verify_gram_store
+
+        return verify_gram_store(self.location, repair=repair)
+
+    def upgrade(self) -> list[str]:
+        from gramdist.engine.store.upgrade import upgrade_gram_store
+
+        return upgrade_gram_store(self)
+
+    def embedding_cache(self, write_to: str | None = None) -> Any:
+        """Where a run reads kept embeddings from (this store, if it keeps them) and keeps new
+        ones (``write_to``; default this store when it keeps them)."""
+        from gramdist.engine.store.state import EmbeddingCache
+
+        mine = self.location.resolved() if self.keeps_embeddings else None
+        return EmbeddingCache(mine, write_to if write_to is not None else mine)
+
+    @classmethod
+    def create_combination(cls, where: str | Location, sources: list[GramStore], weights: list[float],
+                           grid: TileGrid, *, dtype: str, overwrite: bool) -> GramStore:
+        """A store for Σ w_k K̃_k of ``sources`` (same graphs): its attributes record the
+        combination and take the dataset attributes of the first source; its labels and ids
+        are the first source's. It holds no fitted state."""
+        import gramdist
+
+        first = sources[0]
+        provenance = {
+            "weights": [float(x) for x in weights],
+            "stores": [{"path": s.location.resolved(), "kernel": s.kernel, "normalize": s.normalize, "dtype": s.dtype,
+                        "appends": len(s.appends)} for s in sources],
+            "normalised": "each store cosine-normalised with its stored K(g, g) before the sum",
+        }
+        attrs = {
+            "gramdist_version": gramdist.__version__, "combination": provenance,
+            "kernel": {"name": "combination", "params": {"weights": provenance["weights"],
+                                                         "kernels": [p["kernel"] for p in provenance["stores"]]}},
+            "dataset": first.dataset, "dataset_checksum": first.dataset_checksum,
+            "test_dataset": first.test_dataset, "test_checksum": first.test_checksum,
+            "fit": None, "tile_size": grid.tile, "normalize": True,
+            "symmetric": grid.symmetric, "dtype": check_dtype(dtype), "job": {},
+        }
+        store = cls.create(where, grid, attrs, overwrite=overwrite)
+        store.copy_graph_vectors(first)
+        return store
+
+
+def is_gram_store(where: str | Location) -> bool:
+    """Whether ``where`` is a gramdist Gram store, damaged or not."""
+    from gramdist.engine.store.base import store_kind
+
+    return store_kind(as_location(where)) == "gram"
+
+
+def open_gram(store: str | os.PathLike, *, as_dask: bool = False,
+              allow_incomplete: bool = False) -> tuple[Any, np.ndarray | None]:
+    """Open a Gram store for SVM training: ``(K, y)``.
+
+    While an append runs, the store reads as it was before it (the last complete N graphs);
+    during the moment the append commits, a :class:`StoreError` says so (a read that overlaps
+    a commit is retried). A damaged tile raises a :class:`StoreError` naming it.
+
+    Parameters
+    ----------
+    store : path of the store.
+    as_dask : return K as a ``dask.array`` with the store's chunks instead of loading it
+        (its tiles are then not checked against their checksums: run ``gramdist verify``).
+    allow_incomplete : open a store whose job has not finished (missing tiles read as 0).
+
+    Returns
+    -------
+    K : (R, C) ndarray (or dask array) of the store's dtype (float64, or float32 for a
+        ``gram.dtype: float32`` store); ``SVC(kernel="precomputed").fit(K, y)``.
+    y : (R,) class labels of the row graphs, or None when the dataset has none.
+    """
+    location = as_location(store)
+    for _ in range(3):
+        before = _generation(location)
+        k, y = GramStore.open(location).read_gram(as_dask=as_dask, allow_incomplete=allow_incomplete)
+        if as_dask or _generation(location) == before:
+            return k, y
+    raise StoreError(f"{store}: an append committed while it was being read, three times; read it again")
+
+
+def _generation(location: Location) -> Any:
+    try:
+        attrs = dict(zarr.open_group(str(location), mode="r").attrs)
+    except Exception:  # noqa: BLE001 - being rewritten this instant: counts as a change
+        return None
+    return (attrs.get("generation", 0), bool((attrs.get("pending_append") or {}).get("state") == "committing"))
+
+
+__all__ = ["GramStore", "TileTarget", "is_gram_store", "open_gram", "read_array"]

@@ -1,0 +1,292 @@
+"""An append's staging group inside a Gram store, and its commit.
+
+An append computes into ``pending_<id>/`` (its own ``gram`` of the grown shape, done-mask,
+checksums, vectors and kept embeddings): the store's own arrays keep describing the store as
+it was until :meth:`Staging.commit` moves the new chunks in. The store's ``pending_append``
+attribute records the append while it runs (:class:`PendingAppend`), and ``appends`` one
+:class:`AppendEntry` per committed append.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gramdist.engine.store.base import present, read_array, write_vector
+from gramdist.engine.store.gram import (
+    GramStore,
+    TileTarget,
+    create_record_array,
+    create_tile_arrays,
+    folder_of,
+    grid_of,
+    mark_group_complete,
+    read_checksums,
+    read_done_mask,
+    write_done_mask,
+)
+from gramdist.engine.store.grids import TileGrid
+from gramdist.engine.store.layout import EMBEDDINGS, GRAM_ARRAYS, PENDING_PREFIX
+from gramdist.kernels.base import as_jsonable
+
+
+@dataclass
+class AppendEntry:
+    """One committed append, as the store's ``appends`` records it."""
+
+    source: Any
+    name: str
+    n_graphs: int
+    checksum: str
+    rows: list[int]
+    gramdist_version: str
+
+
+@dataclass
+class RecordedSource:
+    """Where some of a store's graphs came from: a dataset spec (None: given from Python) and
+    the content checksum recorded when they were read; ``what`` names it in messages."""
+
+    spec: Any
+    checksum: str | None
+    what: str
+
+
+class PendingAppend:
+    """The ``pending_append`` record of a store (an append running or interrupted)."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = dict(record)
+
+    group = property(lambda self: self.record.get("group"))
+    state = property(lambda self: self.record.get("state"))
+    source = property(lambda self: self.record.get("source"))
+    checksum = property(lambda self: self.record.get("checksum"))
+    n_graphs = property(lambda self: int(self.record.get("n_graphs", 0)))
+    old_rows = property(lambda self: int(self.record["from"][0]))
+
+    @property
+    def committing(self) -> bool:
+        return self.state == "committing"
+
+    def describe(self) -> str:
+        import json
+
+        src = self.source
+        return f"{self.record.get('n_graphs')} graphs from {json.dumps(src) if src is not None else 'Python'}"
+
+
+# ------------------------------------------------------------------------------- what a store records
+def row_sources(store: GramStore) -> list[RecordedSource]:
+    """The sources of the store's row graphs, in order: its dataset (the test dataset of a
+    test x train store), then each committed append's."""
+    first = store.row_dataset
+    out = [RecordedSource(first.get("spec"), first.get("checksum"),
+                          "its dataset" if store.symmetric else "its test dataset")]
+    for k, rec in enumerate(store.appends):
+        out.append(RecordedSource(rec.get("source"), rec.get("checksum"), f"append {k + 1}'s source"))
+    return out
+
+
+def column_source(store: GramStore) -> RecordedSource:
+    """The training graphs of a test x train store."""
+    train = store.dataset or {}
+    return RecordedSource(train.get("spec"), store.dataset_checksum, "its training dataset")
+
+
+def recorded_checksums(store: GramStore) -> dict[str, str]:
+    """Content checksum -> what it is, for every row source the store records."""
+    known = {s.checksum: ("its dataset" if i == 0 else f"append {i}") for i, s in enumerate(row_sources(store))}
+    known.pop(None, None)
+    return known
+
+
+# ------------------------------------------------------------------------------- the staging group
+class Staging:
+    """An append's staging group (``pending_<id>/``) of ``store``."""
+
+    def __init__(self, store: GramStore, name: str) -> None:
+        self.store = store
+        self.name = name
+        self.group = store.root[name]
+
+    @property
+    def folder(self) -> str:
+        return str(Path(self.store.location.resolved()) / self.name)
+
+    @property
+    def grid(self) -> TileGrid:
+        return grid_of(self.group)
+
+    @property
+    def diag_complete(self) -> bool:
+        return bool(self.group.attrs.get("diag_complete"))
+
+    def done_mask(self) -> np.ndarray:
+        return read_done_mask(self.group)
+
+    def checksums(self) -> np.ndarray | None:
+        return read_checksums(self.group, self.folder)
+
+    def save_progress(self, mask: np.ndarray, checksums: np.ndarray | None = None) -> None:
+        write_done_mask(self.group, mask, checksums)
+
+    def write_diag(self, rows: np.ndarray, cols: np.ndarray | None = None) -> None:
+        write_vector(self.group, "diag", rows, GRAM_ARRAYS["diag"].dims)
+        if cols is not None:
+            write_vector(self.group, "diag_cols", cols, GRAM_ARRAYS["diag_cols"].dims)
+        self.group.attrs["diag_complete"] = True
+
+    def read_diag(self) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.asarray(self.group["diag"][...])
+        return rows, rows if self.grid.symmetric else np.asarray(self.group["diag_cols"][...])
+
+    def mark_complete(self) -> bool:
+        return mark_group_complete(self.group, self.grid)
+
+    def tile_target(self) -> TileTarget:
+        g = self.grid
+        return TileTarget(self.folder, (g.n_rows, g.n_cols), str(self.group["gram"].dtype))
+
+    def embedding_cache(self) -> Any:
+        """The store's kept embeddings are read (when it keeps them); every chunk embedded now
+        is kept in the staging group (committed with the tiles), so the next append reads them all."""
+        from gramdist.engine.store.state import EmbeddingCache
+
+        read_from = self.store.location.resolved() if self.store.keeps_embeddings else None
+        return EmbeddingCache(read_from, self.folder)
+
+    def progress(self) -> tuple[int, int]:
+        grid = self.grid
+        return grid.count_done(self.done_mask()), len(grid.tiles())
+
+    def commit(self) -> bool:
+        """Make the finished staging group the store; idempotent, so an interrupted commit is
+        finished by running it again.
+
+        Order: mark the record ``committing`` (readers then refuse the store with one line, and
+        a read that overlaps is retried); move the new chunks over the old ones (files renamed on
+        the same file system: a chunk is always whole); replace the ``gram`` metadata with the
+        grown one; rewrite the done-mask, checksums and vectors from the staging copies (kept
+        until the end); update the attributes, drop the record; remove the staging group.
+        Returns whether the grown store is complete.
+        """
+        root, group, grid = self.store.root, self.group, self.grid
+        path = folder_of(root)
+        record = dict(root.attrs.get("pending_append") or {})
+        record["state"] = "committing"
+        generation = int(root.attrs.get("generation", 0)) + 1
+        root.attrs.update({"pending_append": record, "generation": generation, "complete": False})
+        source, target = path / self.name / "gram", path / "gram"
+        _move_chunks(source, target)
+        _move_folders(path / self.name / EMBEDDINGS, path / EMBEDDINGS)
+        from gramdist.engine.store.backup import write_file_atomic
+
+        write_file_atomic(target / "zarr.json", (source / "zarr.json").read_bytes())
+        mask = read_done_mask(group)
+        sums = read_checksums(group, path / self.name)
+        for rec in ("tiles_done", "tile_checksums"):
+            create_record_array(root, rec, grid, overwrite=True)
+        write_done_mask(root, mask, sums)
+        for vec in ("diag", "diag_cols", "y", "graph_ids"):
+            if present(group, vec):
+                write_vector(root, vec, read_array(group, vec, path / self.name), GRAM_ARRAYS[vec].dims)
+        root.attrs.update(as_jsonable(dict(group.attrs["commit_attrs"])) | {
+            "generation": generation + 1, "pending_append": None,
+            "diag_complete": bool(group.attrs.get("diag_complete"))})
+        complete = mark_group_complete(root, grid)
+        shutil.rmtree(path / self.name, ignore_errors=True)
+        return complete
+
+
+def begin_append(store: GramStore, grid: TileGrid, *, mask: np.ndarray, checksums: np.ndarray,
+                 vectors: dict[str, np.ndarray], entry: AppendEntry, grown_checksum: str) -> Staging:
+    """Create the staging group of an append of ``entry`` growing ``store`` to ``grid``: the
+    grown Gram (empty), its done-mask and checksums (the kept tiles already marked) and the grown
+    graph vectors (``y``, ``graph_ids``); record it in the store's ``pending_append``."""
+    name = f"{PENDING_PREFIX}{entry.checksum[:12]}"
+    path = folder_of(store.root) / name
+    if path.exists():
+        shutil.rmtree(path)
+    group = store.root.create_group(name)
+    create_tile_arrays(group, grid, store.dtype, store.compression_level)
+    group.require_group(EMBEDDINGS)
+    write_done_mask(group, mask, checksums)
+    for key, values in vectors.items():
+        write_vector(group, key, values, GRAM_ARRAYS[key].dims)
+    key = "dataset_checksum" if grid.symmetric else "test_checksum"
+    commit_attrs = {key: grown_checksum, "appends": store.appends + [asdict(entry)],
+                    "gramdist_version": entry.gramdist_version, "keep_embeddings": True,
+                    "checksummed": True}  # every record array is rewritten whole by the commit
+    # the state lives in the main store: the staging group never fits one
+    group.attrs.update({"checksummed": True, "state_complete": True, "diag_complete": False,
+                        "tile_size": grid.tile, "symmetric": grid.symmetric,
+                        "commit_attrs": as_jsonable(commit_attrs)})
+    old = store.grid
+    store.root.attrs["pending_append"] = as_jsonable({
+        "state": "computing", "group": name, "from": [old.n_rows, old.n_cols], "to": [grid.n_rows, grid.n_cols],
+        "source": entry.source, "n_graphs": entry.n_graphs, "checksum": entry.checksum,
+        "started": time.time(), "host": socket.gethostname(), "pid": os.getpid()})
+    return Staging(store, name)
+
+
+def pending_groups(store: GramStore) -> list[str]:
+    """Names of the staging groups in a store folder (normally none, or one while an append runs)."""
+    p = store.location.path
+    return sorted(c.name for c in p.iterdir() if c.is_dir() and c.name.startswith(PENDING_PREFIX)) if p.is_dir() else []
+
+
+def discard_pending(store: GramStore, name: str | None = None) -> list[str]:
+    """Remove staging groups (``name``, or every one) and the ``pending_append`` record if it
+    names one of them."""
+    path = store.location.path
+    names = [name] if name else pending_groups(store)
+    for n in names:
+        shutil.rmtree(path / n, ignore_errors=True)
+    record = store.root.attrs.get("pending_append")
+    if record is not None and (name is None or record.get("group") == name):
+        store.root.attrs["pending_append"] = None
+    return names
+
+
+def pending_progress(store: GramStore, pending: dict[str, Any]) -> tuple[int, int] | None:
+    try:
+        return Staging(store, pending["group"]).progress()
+    except Exception:  # noqa: BLE001 - a staging group being created or removed this instant
+        return None
+
+
+def _move_chunks(source: Path, target: Path) -> None:
+    """Rename every chunk file under ``source/c`` to the same place under ``target/c``."""
+    base = source / "c"
+    if not base.is_dir():
+        return
+    for folder, _dirs, files in os.walk(base):
+        rel = Path(folder).relative_to(source)
+        for f in files:
+            if f.endswith(".partial"):  # left by a writer killed mid-write: never a chunk
+                (Path(folder) / f).unlink(missing_ok=True)
+                continue
+            (target / rel).mkdir(parents=True, exist_ok=True)
+            os.replace(Path(folder) / f, target / rel / f)
+
+
+def _move_folders(source: Path, target: Path) -> None:
+    """Move every folder under ``source`` to ``target`` (replacing one of the same name)."""
+    if not source.is_dir():
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    if not (target / "zarr.json").exists() and (source / "zarr.json").exists():
+        shutil.copyfile(source / "zarr.json", target / "zarr.json")
+    for child in source.iterdir():
+        if child.is_dir():
+            if (target / child.name).exists():
+                shutil.rmtree(target / child.name)
+            os.replace(child, target / child.name)
