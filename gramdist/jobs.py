@@ -71,7 +71,7 @@ DEFAULTS: dict[str, Any] = {
         "max_tiles_in_flight": None,
         "security": None,
         "jobqueue": None,
-        "dashboard_address": ":0",
+        "dashboard_address": "127.0.0.1:0",
     },
 }
 
@@ -115,7 +115,7 @@ class ClusterSpec:
     max_tiles_in_flight: int | None = None
     security: dict[str, Any] | None = None
     jobqueue: dict[str, Any] | None = None
-    dashboard_address: str | None = ":0"
+    dashboard_address: str | None = "127.0.0.1:0"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -342,12 +342,14 @@ def expand_grid(job: Job) -> list[tuple[str, Job]]:
         parts = []
         for key, value in zip(keys, combo):
             set_dotted(j, key, value)
-            parts.append(f"{key.split('.')[-1]}-{_name_value(value)}")
+            parts.append(f"{_name_value(key.split('.')[-1])}-{_name_value(value)}")
         setting = "_".join(parts)
         out.append((setting, validate_job(j, source=f"grid setting {setting}", name=job.name)))
     return out
 
 
 def _name_value(value: Any) -> str:
+    """A file-name-safe form of a grid key or value: letters, digits and ``-.+`` only, never a
+    path (no separators, and no leading dot)."""
     text = str(value).replace("/", "-").replace(" ", "")
-    return "".join(c for c in text if c.isalnum() or c in "-.+")
+    return "".join(c for c in text if c.isalnum() or c in "-.+").lstrip(".") or "_"

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from gramdist.engine.store import GramStore, TileGrid
+from gramdist.kernels.base import KernelState
 
 
 def matrix_store(path, k, y_rows, *, y_cols=None, attrs=None, complete=True, diag=None):
@@ -23,6 +24,7 @@ def matrix_store(path, k, y_rows, *, y_cols=None, attrs=None, complete=True, dia
     cols = None if symmetric else SimpleNamespace(y=np.asarray(y_cols), graph_ids=np.arange(c))
     store.write_graph_vectors(rows, cols)
     checksum = store.write_tile((0, 0), k)
+    store.write_state(KernelState(), np.arange(r))  # a kernel that learns nothing
     if complete:
         d_rows = np.diag(k).copy() if diag is None else diag[0]
         store.write_diag(d_rows, None if symmetric else (np.ones(c) if diag is None else diag[1]))

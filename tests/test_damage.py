@@ -88,7 +88,7 @@ DAMAGE = {
                                  "24..31: chunk gram/c/1/3 cannot be decoded", True),
     "chunk missing": (lambda s: (s / "gram/c/3/1").unlink(), "tile (1, 3): rows 8..15, columns 24..31: chunk "
                       "gram/c/3/1 is missing", True),
-    "value changed": (change_value, "tile (1, 3): rows 8..15, columns 24..31: chunk gram/c/1/3 does not match the "
+    "value changed": (change_value, "tile (1, 3): rows 8..15, columns 24..31: chunk gram/c/1/3 (the tile) does not match the "
                       "checksum", True),
     "group zarr.json missing": (lambda s: (s / "zarr.json").unlink(), "the store's group metadata (zarr.json) is "
                                 "missing: its attributes (kernel, dataset, fit, completeness) are lost", False),
@@ -104,7 +104,7 @@ DAMAGE = {
     "checksums zarr.json garbled": (lambda s: (s / "tile_checksums/zarr.json").write_bytes(b"\x00\x01"),
                                     "the metadata of the 'tile_checksums' array (tile_checksums/zarr.json) is "
                                     "unreadable", False),
-    "diagonal lost": (lambda s: shutil.rmtree(s / "diag"), "the raw K(g, g) (diag) is missing", False),
+    "diagonal lost": (lambda s: shutil.rmtree(s / "diag"), "diag (the raw K(g, g) of the rows) is missing", False),
 }
 
 

@@ -615,7 +615,8 @@ def workers_seen_with_env(address: str, env: dict[str, str]) -> list[str]:
 
 def test_k8s_submit_job_matches_helm_values():
     """The Job running `gramdist submit` mounts the workers' claim at their path, reaches the
-    chart's scheduler service, and takes the client certificate from the TLS secret if it exists."""
+    chart's TLS scheduler service, and requires the client certificate from the TLS secret (no
+    silent fallback to plain TCP)."""
     v = helm_values()
     _, tls = helm_tls_values()
     job = yaml.safe_load((DEPLOY / "kubernetes" / "gramdist-submit-job.yaml").read_text())
@@ -632,11 +633,11 @@ def test_k8s_submit_job_matches_helm_values():
     assert cmount["mountPath"] == wmount["mountPath"] and args.out.startswith(wmount["mountPath"] + "/")
     assert {vol["name"]: vol for vol in pod["volumes"]}[cmount["name"]]["persistentVolumeClaim"]["claimName"] == "gramdist-shared"
     env = {e["name"]: e for e in container["env"]}
-    assert env["DASK_SCHEDULER_ADDRESS"]["value"] == f"tcp://gramdist-dask-scheduler:{v['scheduler']['servicePort']}"
-    assert tls["worker"]["custom_scheduler_url"] == env["DASK_SCHEDULER_ADDRESS"]["value"].replace("tcp://", "tls://")
+    assert env["DASK_SCHEDULER_ADDRESS"]["value"] == f"tls://gramdist-dask-scheduler:{v['scheduler']['servicePort']}"
+    assert tls["worker"]["custom_scheduler_url"] == env["DASK_SCHEDULER_ADDRESS"]["value"]
     refs = [e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e]
     assert {r["key"] for r in refs} == {"ca.pem", "client.pem", "client.key"}
-    assert all(r["name"] == "gramdist-tls" and r["optional"] is True for r in refs)
+    assert all(r["name"] == "gramdist-tls" and r["optional"] is False for r in refs)
     assert pod["securityContext"]["runAsUser"] == v["worker"]["securityContext"]["runAsUser"]
 
 

@@ -1,8 +1,10 @@
 """The ``gramdist`` command line: one module per command, assembled here.
 
 Errors a user can fix (bad job, bad data, unusable store) print one line
-``gramdist: error: ...`` on stderr and exit with status 2; an interruption exits 130 and the
-job resumes when the same command is run again.
+``gramdist: error: ...`` on stderr and exit with status 2; an interruption (Ctrl-C, and the
+SIGTERM or SIGHUP that ``timeout``, SLURM, Kubernetes or a closed terminal send) saves the
+progress, releases the store's lock, exits 130 (143, 129) and the job resumes when the same
+command is run again.
 
 A new command is a module of this package with ``register(subparsers)``, which adds its
 parser and sets ``func`` (the function run with the parsed arguments, returning the exit
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from gramdist.errors import GramdistError
@@ -33,8 +36,26 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the process is, so that every ``with`` block unwinds
+    (the done-mask saved, the store's lock released) before the process exits."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, _terminate)
+        except ValueError:  # not the main thread (main() called from a thread): leave them be
+            pass
     try:
         return args.func(args)
     except GramdistError as exc:
@@ -43,6 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # the environment, not a bug: a full disk, a permission, a lost file
         print(f"gramdist: error: {exc}", file=sys.stderr)
         return 2
+    except _Terminated as exc:
+        print(f"gramdist: stopped by {signal.Signals(exc.signum).name}; run the same command again to resume",
+              file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("gramdist: interrupted; run the same command again to resume", file=sys.stderr)
         return 130

@@ -74,17 +74,26 @@ def cmd_info(args: argparse.Namespace) -> int:
     if info["needs_upgrade"]:
         print(f"upgrade:   made by gramdist {info['gramdist_version']}: its arrays lack dimension names, so "
               f"xarray cannot open it; `gramdist upgrade {info['store']}` adds them (metadata only)")
+    if info.get("outdated_checksums"):
+        print(f"upgrade:   its checksums (gramdist {info['gramdist_version']}) cannot see two values swapped within "
+              f"a tile, nor a changed label or id; `gramdist upgrade {info['store']}` records ones that do")
     return 0
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
-    from gramdist.engine.store import GramStore
+    from gramdist.engine.store import FeatureStore, open_store
 
-    store = GramStore.open(args.store)  # a clear error for a path that is no store, before taking its lock
+    store = open_store(args.store)  # a clear error for a path that is no store, before taking its lock
     with store.lock(log=lambda m: None):
-        changed = GramStore.open(args.store, mode="r+").upgrade()
-    print(f"{args.store}: added dimension names to {', '.join(changed)}" if changed
-          else f"{args.store}: already up to date")
+        store = open_store(args.store, mode="r+")
+        lines = []
+        if not isinstance(store, FeatureStore):
+            changed = store.upgrade()
+            if changed:
+                lines.append(f"added dimension names to {', '.join(changed)}")
+        lines += store.upgrade_checksums()
+    for line in lines or ["already up to date"]:
+        print(f"{args.store}: {line}")
     return 0
 
 

@@ -63,7 +63,7 @@ from gramdist.engine.context import RunContext
 from gramdist.engine.placement import Placement
 from gramdist.engine.plan import GramPlan, kernel_from_spec, plan_gram
 from gramdist.engine.runner import compute_into_store
-from gramdist.engine.sinks import StoreSink
+from gramdist.engine.sinks import StoreSink, merged
 from gramdist.engine.store import GramStore, Location, StoreLock, as_location, kept_tiles
 from gramdist.engine.store.staging import (
     AppendEntry,
@@ -114,6 +114,7 @@ class _Append:
     placement: Placement
     context: RunContext
     t_start: float
+    lock: Any = None
 
     @property
     def location(self) -> Location:
@@ -124,15 +125,19 @@ class StagingSink(StoreSink):
     """The sink of an append: tiles, done-mask, checksums and K(g, g) go into the staging
     group; finishing checks the re-computed K(g, g) of the old graphs and commits."""
 
-    def __init__(self, staging: Staging, checkpoint_seconds: float, old_rows: int) -> None:
+    def __init__(self, staging: Staging, checkpoint_seconds: float, old_rows: int, lock: Any = None) -> None:
         self.staging = staging
         self.old_rows = old_rows
-        super().__init__(staging.store, checkpoint_seconds)
+        super().__init__(staging.store, checkpoint_seconds, lock)
+        lease = None if lock is None else lock.lease()
         self.grid = staging.grid
         self.mask = staging.done_mask()
         self.checksums = staging.checksums()
-        self.target = staging.tile_target()
-        self.embeddings = staging.embedding_cache()
+        self.target = staging.tile_target(lease)
+        self.embeddings = staging.embedding_cache(lease)
+
+    def prepare(self, plan: Any) -> list[str]:
+        return []  # the staging group's labels and ids come from the graphs re-read; the commit writes them
 
     def has_diag(self) -> bool:
         return self.staging.diag_complete
@@ -145,12 +150,18 @@ class StagingSink(StoreSink):
         self.staging.write_diag(rows, None if self.grid.symmetric else cols)
 
     def _save(self) -> None:
+        if self.lock is not None:
+            self.lock.check()
+        self.mask, self.checksums = merged((self.staging.done_mask(), self.staging.checksums()),
+                                           (self.mask, self.checksums))
         self.staging.save_progress(self.mask, self.checksums)
 
     def finish(self) -> bool:
         self.flush()
         if not self.staging.mark_complete():
             return False
+        if self.lock is not None:
+            self.lock.check()  # a commit is the last write: never by a writer that lost the store
         return self.staging.commit()
 
     def record_timings(self, timings: dict[str, float]) -> None:
@@ -300,8 +311,8 @@ def append(store: str | os.PathLike | Location, data: Any = None, *, base: Any =
     location = as_location(store)
     t_start = time.perf_counter()
     GramStore.open(location, mode="r+")  # a clear error before a lock file appears beside a store that is not there
-    with StoreLock(location, log=context.log):
-        run = _Append(GramStore.open(location, mode="r+"), base, placement, context, t_start)
+    with StoreLock(location, log=context.log) as lock:
+        run = _Append(GramStore.open(location, mode="r+"), base, placement, context, t_start, lock)
         return _append_locked(run, data, abort)
 
 
@@ -317,6 +328,10 @@ def _append_locked(run: _Append, data: Any, abort: bool) -> AppendResult:
     if abort:
         if pending is None:
             return _nothing(store, "no append is pending")
+        if pending.committing:  # chunks may have moved already: only finishing it leaves a whole store
+            run.context.log(f"{path}: the append of {pending.describe()} was being committed; --abort cannot undo "
+                            "a commit that has begun, so it is finished instead")
+            return _resume_pending(run, pending, None)
         discard_pending(store)
         run.context.log(f"{path}: discarded the interrupted append of {pending.describe()}")
         return _nothing(store, "discarded the interrupted append")
@@ -360,7 +375,7 @@ def _start(run: _Append, new: GraphBatch, new_spec: Any) -> AppendResult:
     plan.timings["read_s"] = read_s
     steps.check_output_location(path, plan.grid.n_rows - old_grid.n_rows, plan.grid.n_cols,
                                 np.dtype(plan.dtype).itemsize)
-    staging = begin_append(store, plan.grid, **_kept(store, plan), vectors=_vectors(grown),
+    staging = begin_append(store, plan.grid, **_kept(store, plan), vectors=_vectors(grown, plan.symmetric),
                            entry=AppendEntry(new_spec, new.name, len(new), new.checksum(),
                                              [old_grid.n_rows, plan.grid.n_rows], plan.meta.gramdist_version),
                            grown_checksum=grown.checksum())
@@ -379,8 +394,10 @@ def _kept(store: GramStore, plan: GramPlan) -> dict[str, np.ndarray]:
     return {"mask": mask, "checksums": sums}
 
 
-def _vectors(grown: GraphBatch) -> dict[str, np.ndarray]:
+def _vectors(grown: GraphBatch, symmetric: bool) -> dict[str, np.ndarray]:
     vectors = {"graph_ids": grown.graph_ids}
+    if symmetric:  # the column axis is the row axis: its ids grow with it
+        vectors["graph_ids_cols"] = grown.graph_ids
     if grown.y is not None:
         vectors["y"] = grown.y
     return vectors
@@ -437,7 +454,7 @@ def _finish_store(run: _Append) -> AppendResult:
     if (plan.grid.n_rows, plan.grid.n_cols) != (grid.n_rows, grid.n_cols):
         raise StoreError(f"{path}: its Gram is {grid.n_rows} x {grid.n_cols} for {plan.grid.n_rows} x "
                          f"{plan.grid.n_cols} graphs")
-    sink = StoreSink(store, plan.gram.checkpoint_seconds)
+    sink = StoreSink(store, plan.gram.checkpoint_seconds, run.lock)
     result = _run_on(run, plan, sink, entries_to_compute(plan.grid, sink.mask))
     sink.record_timings(plan.timings)
     return AppendResult(str(path), 0, plan.grid.n_rows, result.tiles_total, result.tiles_computed,
@@ -445,7 +462,7 @@ def _finish_store(run: _Append) -> AppendResult:
 
 
 def _compute(run: _Append, plan: GramPlan, staging: Staging, old_rows: int, added: int) -> AppendResult:
-    sink = StagingSink(staging, plan.gram.checkpoint_seconds, old_rows)
+    sink = StagingSink(staging, plan.gram.checkpoint_seconds, old_rows, run.lock)
     result = _run_on(run, plan, sink, entries_to_compute(plan.grid, sink.mask))
     if result.complete:
         _record_append_timings(run.store, plan.timings)

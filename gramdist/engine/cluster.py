@@ -75,6 +75,13 @@ def _jobqueue_cluster(spec: dict[str, Any]) -> Any:
                "htcondor": "HTCondorCluster", "oar": "OARCluster"}
     if kind not in classes:
         raise JobError(f"cluster.jobqueue.kind: unknown {kind!r}; one of {', '.join(classes)}")
+    # the scheduler's dashboard on this node's loopback only (reach it with an SSH tunnel)
+    spec["scheduler_options"] = {"dashboard_address": "127.0.0.1:0", **dict(spec.get("scheduler_options") or {})}
+    if not spec.get("security") and not (spec.get("protocol") or "").startswith("tls"):
+        print("gramdist: warning: cluster.jobqueue starts a plain-TCP scheduler that the batch jobs' workers reach "
+              "over the network: anyone on that network can run code on them; set cluster.jobqueue.security "
+              "(a distributed Security with TLS) or start a TLS cluster (deploy/hpc/dask-cluster.slurm)",
+              file=sys.stderr, flush=True)
     cluster = getattr(dask_jobqueue, classes[kind])(**spec)
     cluster.scale(jobs=jobs)
     return cluster
@@ -218,7 +225,7 @@ def _local_cluster(spec: Any) -> Any:
         threads_per_worker=spec.threads_per_worker or 1,
         processes=True,
         memory_limit=spec.memory_limit,
-        dashboard_address=spec.dashboard_address or ":0",
+        dashboard_address=spec.dashboard_address or "127.0.0.1:0",
         # a level (the string "error" makes nannies fail); CRITICAL because a failing tile is
         # reported once, as a TileError naming it, not again in worker log records
         silence_logs=logging.CRITICAL,
@@ -292,6 +299,7 @@ def address_client(address: str) -> Any:
         client = clients.get(address)
         if client is None or client.status != "running":
             _check_scheme(address, None)
+            warn_plain_tcp(address)
             try:
                 client = Client(address, timeout="20s", set_as_default=False)
             except OSError as exc:

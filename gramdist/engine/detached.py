@@ -548,17 +548,21 @@ def cancel(target: str, *, scheduler: str | None = None, cluster: dict[str, Any]
            client: Any = None, wait: float = WAIT_SECONDS) -> JobStatus:
     """Stop the job writing the store ``target`` (or the job with id ``target``) cleanly.
 
-    The request goes beside the store (when this machine sees it) and to the job's scheduler
-    (when reachable: ``client``, ``scheduler`` with the TLS settings of ``cluster``, else the
-    scheduler the record names). The orchestrator stops when its next tile finishes, saving its
+    The request goes beside the store (when this machine sees it) and to the scheduler the
+    caller names (``client``, or ``scheduler`` with the TLS settings of ``cluster``): the address
+    recorded beside the store is shown, never dialled (a file beside a store is data, and
+    anyone who can write it could point it elsewhere). A job that has ended is reported at
+    once, with nothing dialled. The orchestrator stops when its next tile finishes, saving its
     done-mask: the tiles written stay valid, and submitting or running the job again resumes
     from them. A job that no longer runs is marked cancelled at once. Returns the status after
     at most ``wait`` seconds (still running, with ``cancel_requested``, if it has not stopped).
     """
     store, record = _submitted_store(target)
     job_id = record["job_id"] if record else target
-    address = scheduler or (record or {}).get("scheduler")
+    address = scheduler
     request = {"job_id": job_id, "by": _who(), "requested": time.time()}
+    if store is not None and job_status(store).finished:
+        return job_status(store)
     with contextlib.ExitStack() as stack:
         c = client
         if c is None and address:

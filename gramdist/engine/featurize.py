@@ -195,13 +195,13 @@ def feature_store_path(job: Job, out: str | None) -> str:
     return str(out) if out else f"{job.name or 'job'}-features.zarr"
 
 
-def open_sink(plan: FeaturePlan, where: str | Location, overwrite: bool, *, create: bool = True
+def open_sink(plan: FeaturePlan, where: str | Location, overwrite: bool, *, create: bool = True, lock: Any = None
               ) -> FeatureStoreSink | None:
     """The store at ``location`` resumed (its job must be this one), or a new one (``create``);
     None when there is none and ``create`` is false."""
     location = as_location(where)
     store = None
-    if location.exists() and not overwrite:
+    if location.exists() and not overwrite and not location.is_empty_folder():
         store = FeatureStore.open(location, mode="r+")
         diff = store.fingerprint_mismatch(plan.meta.to_attrs())
         if diff:
@@ -212,7 +212,7 @@ def open_sink(plan: FeaturePlan, where: str | Location, overwrite: bool, *, crea
             return None
         store = FeatureStore.create(location, plan.grid, plan.meta, y_dtype=_label_dtype(plan.graphs),
                                     compression_level=plan.gram.gram.compression_level, overwrite=overwrite)
-    return FeatureStoreSink(store, plan.gram.gram.checkpoint_seconds)
+    return FeatureStoreSink(store, plan.gram.gram.checkpoint_seconds, lock)
 
 
 # ------------------------------------------------------------------------------------ runs
@@ -279,9 +279,12 @@ def run_feature_plan(plan: FeaturePlan, where: str | Location, placement: Placem
     context = context or RunContext()
     location = as_location(where)
     t_start = time.perf_counter() if t_start is None else t_start
-    steps.check_output_location(location, plan.grid.n_graphs, plan.nystroem.m if plan.nystroem else 16)
-    with StoreLock(location, log=context.log):
-        sink = open_sink(plan, location, overwrite, create=False)
+    steps.check_output_location(location, plan.grid.n_graphs, plan.nystroem.m if plan.nystroem else 16,
+                                overwrite=overwrite)
+    if plan.from_store and Location(plan.from_store) == location:
+        raise StoreError(f"{location}: --from names the output store itself")
+    with StoreLock(location, log=context.log) as lock:
+        sink = open_sink(plan, location, overwrite, create=False, lock=lock)
         if sink is not None and sink.store.is_finished():
             context.log(f"{location}: already complete ({plan.grid.n_chunks} chunks)")
             n = plan.grid.n_chunks
@@ -291,7 +294,7 @@ def run_feature_plan(plan: FeaturePlan, where: str | Location, placement: Placem
             ex.warm_up(type(plan.kernel).__module__)
             plan.gram.timings["cluster_s"] = time.perf_counter() - t
             if sink is None:  # created only once a cluster is reached
-                sink = open_sink(plan, location, overwrite)
+                sink = open_sink(plan, location, overwrite, lock=lock)
             context.log(f"gramdist: {plan.kernel!r} features of {plan.grid.n_graphs} graphs in {plan.grid.n_chunks} "
                         f"chunks of {plan.grid.chunk}"
                         + (f", Nyström with {plan.nystroem.m} landmarks ({plan.nystroem.landmarks})"

@@ -27,6 +27,7 @@ from gramdist.engine.placement import Placement
 from gramdist.engine.plan import GramPlan, fit_sample_indices, plan_job
 from gramdist.engine.sinks import MemorySink, StoreSink
 from gramdist.engine.store import GramStore, Location, as_location
+from gramdist.errors import StoreError
 from gramdist.jobs import Job
 
 # re-exported: the fit sample is part of a run's contract (tests and the stream module use it)
@@ -134,15 +135,19 @@ def run_plan(plan: GramPlan, where: str | Location, placement: Placement, *, ove
     context = context or RunContext()
     location = as_location(where)
     t_start = time.perf_counter() if t_start is None else t_start
-    steps.check_output_location(location, plan.grid.n_rows, plan.grid.n_cols, 8 if plan.dtype == "float64" else 4)
+    steps.check_output_location(location, plan.grid.n_rows, plan.grid.n_cols, 8 if plan.dtype == "float64" else 4,
+                                overwrite)
+    if plan.fit.from_store and Location(plan.fit.from_store) == location:
+        raise StoreError(f"{location}: fit.from_store names the output store itself; its state would be replaced")
     from gramdist.engine.store import StoreLock
 
-    with StoreLock(location, job_id=context.job_id, log=context.log):
-        return _run_locked(plan, location, placement, overwrite, context, t_start)
+    with StoreLock(location, job_id=context.job_id, log=context.log) as lock:
+        return _run_locked(plan, lock, placement, overwrite, context, t_start)
 
 
-def _run_locked(plan: GramPlan, location: Location, placement: Placement, overwrite: bool, context: RunContext,
+def _run_locked(plan: GramPlan, lock: Any, placement: Placement, overwrite: bool, context: RunContext,
                 t_start: float) -> RunResult:
+    location = lock.store
     store = steps.open_existing_store(plan, location, overwrite)
     if store is not None and store.is_finished():
         n = len(plan.grid.tiles())
@@ -159,7 +164,7 @@ def _run_locked(plan: GramPlan, location: Location, placement: Placement, overwr
         context.log(f"gramdist: {plan.kernel!r} on {plan.grid.n_rows}x{plan.grid.n_cols} graphs, "
                     f"{len(plan.grid.tiles())} tiles of {plan.grid.tile}, {ex.n_workers()} workers "
                     f"({ex.n_threads()} threads); dashboard: {ex.dashboard()}")
-        sink = StoreSink(store, plan.gram.checkpoint_seconds)
+        sink = StoreSink(store, plan.gram.checkpoint_seconds, lock)
         result = compute_into_store(ex, plan, sink, context)
     plan.timings["total_s"] = time.perf_counter() - t_start
     sink.record_timings(plan.timings)
@@ -175,6 +180,9 @@ def _entries_left(store: GramStore) -> int:
 def compute_into_store(ex: Executor, plan: GramPlan, sink: Any, context: RunContext) -> RunResult:
     """State, embeddings, tiles and completion of ``plan`` into an open store (any sink that
     keeps its state in a store): every tile the done-mask lacks is computed."""
+    restored = sink.prepare(plan)
+    if restored:
+        context.log(f"gramdist: wrote {', '.join(restored)} again from the graphs (verify --repair found them changed)")
     steps.obtain_state(ex, plan, sink, context)
     token = steps.new_token()
     state_f = steps.share_state(ex, sink, None, token)

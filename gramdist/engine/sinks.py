@@ -93,20 +93,38 @@ class _Throttled:
         raise NotImplementedError
 
 
+def merged(disk: tuple[np.ndarray, np.ndarray | None], mine: tuple[np.ndarray, np.ndarray | None]
+           ) -> tuple[np.ndarray, np.ndarray | None]:
+    """The done-mask and checksums to save: what is on disk, plus what this writer finished
+    (its checksums win for its own tiles). A save never unmarks what another writer recorded."""
+    (disk_mask, disk_sums), (mask, sums) = disk, mine
+    out_mask = np.asarray(disk_mask, dtype=bool) | np.asarray(mask, dtype=bool)
+    if sums is None or disk_sums is None:
+        return out_mask, sums
+    return out_mask, np.where(mask, sums, disk_sums).astype(np.uint64)
+
+
 class StoreSink(_Throttled):
     """Tiles go into a Gram store: tile tasks write their own chunks; this process keeps the
-    done-mask and the checksums, saved every ``checkpoint_seconds`` and at the end."""
+    done-mask and the checksums, saved every ``checkpoint_seconds`` and at the end. With the
+    store's ``lock``, every save and every tile write first checks this run still holds it."""
 
-    def __init__(self, store: GramStore, checkpoint_seconds: float = CHECKPOINT_SECONDS) -> None:
+    def __init__(self, store: GramStore, checkpoint_seconds: float = CHECKPOINT_SECONDS, lock: Any = None) -> None:
         super().__init__(checkpoint_seconds)
         self.store = store
+        self.lock = lock
+        lease = None if lock is None else lock.lease()
         self.grid = store.grid
         self.mask = store.done_mask()
         self.checksums = store.checksums()  # None for a store begun before them
-        self.target: TileTarget | None = store.tile_target()
+        self.target: TileTarget | None = store.tile_target(lease)
         # a store that keeps its chunks' embeddings (gram.keep_embeddings) reads and adds to them
-        self.embeddings: EmbeddingCache | None = store.embedding_cache() if store.keeps_embeddings else None
+        self.embeddings: EmbeddingCache | None = store.embedding_cache(lease) if store.keeps_embeddings else None
         self.state_store: Store | None = store
+
+    def prepare(self, plan: Any) -> list[str]:
+        """Before the tiles: labels and ids that ``verify --repair`` marked, written again."""
+        return self.store.restore_graph_vectors(plan.rows, None if plan.symmetric else plan.cols)
 
     def has_diag(self) -> bool:
         return self.store.diag_complete
@@ -123,6 +141,10 @@ class StoreSink(_Throttled):
             self.checksums[tile] = checksum
 
     def _save(self) -> None:
+        if self.lock is not None:
+            self.lock.check()
+        self.mask, self.checksums = merged((self.store.done_mask(), self.store.checksums()),
+                                           (self.mask, self.checksums))
         self.store.save_progress(self.mask, self.checksums)
 
     def finish(self) -> bool:
@@ -187,11 +209,12 @@ class FeatureStoreSink(_Throttled):
     done-mask and checksums, saved every ``checkpoint_seconds`` and at the end. The fitted
     state is kept in the store, as a Gram store keeps it."""
 
-    def __init__(self, store: FeatureStore, checkpoint_seconds: float = CHECKPOINT_SECONDS) -> None:
+    def __init__(self, store: FeatureStore, checkpoint_seconds: float = CHECKPOINT_SECONDS, lock: Any = None) -> None:
         super().__init__(checkpoint_seconds)
         self.store = store
+        self.lock = lock
         self.mask, self.checksums = store.chunk_mask()
-        self.target: ChunkTarget | None = store.chunk_target()
+        self.target: ChunkTarget | None = store.chunk_target(None if lock is None else lock.lease())
         self.state_store: Store | None = store
 
     def chunk_done(self, i: int, result: dict[str, Any]) -> None:
@@ -199,6 +222,9 @@ class FeatureStoreSink(_Throttled):
         self.checksums[i] = np.uint64(result["checksum"])
 
     def _save(self) -> None:
+        if self.lock is not None:
+            self.lock.check()
+        self.mask, self.checksums = merged(self.store.chunk_mask(), (self.mask, self.checksums))
         self.store.save_progress(self.mask, self.checksums)
 
     def finish(self) -> bool:

@@ -31,7 +31,7 @@ from gramdist.engine.context import RunContext, progress_reporter
 from gramdist.engine.executor import Executor
 from gramdist.engine.plan import GramPlan, fit_sample_indices
 from gramdist.engine.sinks import Sink
-from gramdist.engine.store import GramStore, Location, Store, open_store
+from gramdist.engine.store import GramStore, Location, Store, check_replaceable, open_store
 from gramdist.engine.window import Watched, Window, run_window
 from gramdist.errors import StoreError
 from gramdist.graphs import GraphBatch
@@ -44,11 +44,14 @@ def new_token() -> str:
 
 
 # ------------------------------------------------------------------------------------ stores
-def check_output_location(location: Location, n_rows: int, n_cols: int, itemsize: int = 8) -> None:
-    """Fail before any compute when the store cannot be written (a clear, early error);
-    ``itemsize``: bytes per Gram entry (8 for float64, 4 for float32)."""
+def check_output_location(location: Location, n_rows: int, n_cols: int, itemsize: int = 8,
+                          overwrite: bool = False) -> None:
+    """Fail before any compute (and before a lock file appears) when the store cannot be
+    written: not replaceable (see :func:`~gramdist.engine.store.check_replaceable`), not
+    writable, or not enough disk; ``itemsize``: bytes per Gram entry (8, or 4 for float32)."""
     import os
 
+    check_replaceable(location, overwrite)
     target = location.path.resolve()
     parent = location.parent_writable()
     if not parent.is_dir():
@@ -71,7 +74,7 @@ def check_output_location(location: Location, n_rows: int, n_cols: int, itemsize
 def open_existing_store(plan: GramPlan, location: Location, overwrite: bool) -> GramStore | None:
     """The store at ``location`` if it exists and was made by this computation (to resume);
     None if there is none or ``overwrite`` replaces it; :class:`StoreError` if another job's."""
-    if not location.exists() or overwrite:
+    if not location.exists() or overwrite or location.is_empty_folder():
         return None
     store = GramStore.open(location, mode="r+")
     diff = store.fingerprint_mismatch(plan.meta.to_attrs())

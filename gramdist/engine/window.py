@@ -96,9 +96,11 @@ def run_window(window: Window, todo: Iterable[Any]) -> int:
 
 
 def _result(fut: Any, what: str) -> Any:
+    from gramdist.engine.store import LeaseLost
+
     try:
         return fut.result()
-    except TileError:
+    except (TileError, LeaseLost):
         raise
     except Exception as exc:  # a worker-side error not wrapped (e.g. KilledWorker)
         raise TileError(f"{what} task {fut.key} failed: {type(exc).__name__}: {exc}") from exc

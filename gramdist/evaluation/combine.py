@@ -33,7 +33,15 @@ from typing import Any
 import numpy as np
 
 from gramdist.arrayops import normalize_block
-from gramdist.engine.store import GramStore, Location, StoreLock, TileGrid, open_gram, store_version
+from gramdist.engine.store import (
+    GramStore,
+    Location,
+    StoreLock,
+    TileGrid,
+    check_replaceable,
+    open_gram,
+    store_version,
+)
 from gramdist.errors import StoreError
 from gramdist.evaluation.nested_cv import GramSource, check_compatible, evaluate, find_stores
 
@@ -170,9 +178,12 @@ def combine_stores(stores: list[str], weights: list[float], out: str | os.PathLi
         raise StoreError(f"{len(w)} weights for {len(stores)} stores")
     if np.any(w < 0) or not np.isfinite(w).all() or abs(float(w.sum()) - 1.0) > 1e-9:
         raise StoreError(f"--weights must be non-negative and sum to 1 (a convex combination), got {list(weights)}")
+    if Location(out) in {Location(s) for s in stores}:
+        raise StoreError(f"{out}: the output is one of the stores being combined; choose another --out")
     sources = _check_sources(stores)
     first = sources[0]
     grid = TileGrid(first.grid.n_rows, first.grid.n_cols, int(tile_size or first.tile_size), first.symmetric)
+    check_replaceable(Location(out), overwrite)
     with StoreLock(out, log=log):
         if Path(out).exists() and not overwrite:
             raise StoreError(f"{out}: already exists; choose another --out or pass --overwrite")

@@ -10,12 +10,14 @@ through the store's picklable *targets* (:class:`~.gram.TileTarget`,
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from gramdist.arrayops import digest_arrays
+from gramdist.engine.store.checksums import array_digest
 from gramdist.engine.store.layout import (
     FEATURE_KIND,
     FINGERPRINT_DEFAULTS,
@@ -143,6 +145,71 @@ def blosc(level: int, typesize: int = 8) -> Any:
                                                  typesize=typesize)
 
 
+def check_replaceable(location: Location, overwrite: bool) -> None:
+    """:class:`StoreError` in one line unless a new store may be made at ``location``: nothing
+    there, a gramdist store of either kind (reused, or replaced with ``overwrite``), or an empty
+    folder. ``--overwrite`` never deletes what gramdist did not make, and a store is never the
+    working directory, the root or the home folder itself."""
+    import os
+    from pathlib import Path
+
+    where = location.path.resolve()
+    if where == Path.cwd().resolve() or where == Path(where.anchor) or where == Path.home().resolve():
+        raise StoreError(f"{location}: names the folder itself ({where}), not a store in it; give a store's "
+                         "name, e.g. --out result.zarr")
+    if not location.path.exists() and not location.path.is_symlink():
+        return
+    if location.path.is_symlink() or not location.path.is_dir():
+        raise StoreError(f"{location}: not a gramdist store (a file); --overwrite replaces only stores and empty "
+                         "folders, so it is left as it is")
+    if store_kind(location) is None and any(os.scandir(location.path)):
+        raise StoreError(f"{location}: not a gramdist store (a folder of other files); --overwrite replaces only "
+                         "stores and empty folders, so it is left as it is")
+
+
+def prepare_location(location: Location, overwrite: bool) -> None:
+    """Make room for a new store: nothing there, or (``overwrite``) a store or an empty folder,
+    removed; see :func:`check_replaceable`."""
+    import os
+
+    check_replaceable(location, overwrite)
+    if location.path.exists():
+        empty = not any(os.scandir(location.path))
+        if not (overwrite or empty):
+            raise StoreError(f"{location}: already exists")
+        location.remove()
+
+
+def sync_tree(folder: Any, files: bool = True) -> None:
+    """``fsync`` every file under ``folder`` (``files``) and every folder, so that what is written
+    is on disk before a store says it is complete (a crash of the machine right after cannot
+    leave a "complete" store with chunks still in the page cache)."""
+    from pathlib import Path
+
+    root = Path(folder)
+    for here, _dirs, names in os.walk(root):
+        if files:
+            for name in names:
+                try:
+                    fd = os.open(os.path.join(here, name), os.O_RDONLY)
+                except OSError:
+                    continue  # gone meanwhile (a .partial renamed): nothing to sync
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        try:
+            fd = os.open(here, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass  # some file systems do not sync folders
+        finally:
+            os.close(fd)
+
+
 def disk_bytes(location: Location) -> int:
     """Bytes the store takes on disk (its files' sizes)."""
     return sum(f.stat().st_size for f in location.path.rglob("*") if f.is_file())
@@ -242,6 +309,17 @@ class Store:
     def _write_vector(self, name: str, values: np.ndarray) -> None:
         spec = self.ARRAYS.get(name)
         write_vector(self.root, name, values, spec.dims if spec is not None else None)
+        self._record_digest(name, array_digest(np.asarray(values)))
+
+    def _record_digest(self, name: str, digest: str) -> None:
+        """Record what an array (or the fitted state) held when written, for ``verify``."""
+        digests = dict(self._attr("vector_checksums") or {})
+        digests[name] = digest
+        self._set(vector_checksums=digests)
+
+    @property
+    def vector_checksums(self) -> dict[str, str]:
+        return dict(self._attr("vector_checksums") or {})
 
     def _read(self, name: str, optional: bool = False) -> Any:
         return read_array(self.root, name, self.location, optional=optional)
@@ -259,10 +337,11 @@ class Store:
     # -------------------------------------------------------------- state
     def write_state(self, state: KernelState, fit_indices: np.ndarray) -> None:
         """Persist the kernel state as arrays + JSON attributes, then mark it complete."""
-        from gramdist.engine.store.state import write_state_group
+        from gramdist.engine.store.state import state_digest, write_state_group
 
         write_state_group(self.root.require_group(STATE), state)
         self._write_vector("fit_indices", np.asarray(fit_indices, dtype=np.int64))
+        self._record_digest(STATE, state_digest(state))
         self._set(state_complete=True)
 
     def read_state(self) -> KernelState:

@@ -26,11 +26,13 @@ from gramdist.engine.store.base import (
     as_location,
     blosc,
     open_root,
+    prepare_location,
     read_array,
+    sync_tree,
     write_vector,
     zarr,
 )
-from gramdist.engine.store.checksums import words_checksum
+from gramdist.engine.store.checksums import CHECKSUM_FORMAT, array_digest, words_checksum
 from gramdist.engine.store.grids import ChunkGrid
 from gramdist.engine.store.layout import (
     FEATURE_ARRAYS,
@@ -58,6 +60,8 @@ class ChunkTarget:
     grid: ChunkGrid
     y_dtype: Any
     compression_level: int = 1
+    lease: Any = None  # a :class:`~.lock.Lease` checked before every write
+    checksum_format: int = CHECKSUM_FORMAT
 
     def _vectors(self, diag: np.ndarray, y: np.ndarray | None, graph_ids: np.ndarray) -> dict[str, Any]:
         # labels in the store's dtype, so that the checksum covers what is read back
@@ -73,6 +77,8 @@ class ChunkTarget:
     def write_sparse(self, i: int, rows: dict[str, Any], batch: GraphBatch) -> int:
         """Write chunk ``i``'s CSR rows (``indptr``, ``keys``, ``values``, ``diag``) and vectors;
         returns their checksum."""
+        if self.lease is not None:
+            self.lease.check()
         r0, r1 = self.grid.range(i)
         row_nnz = np.diff(np.asarray(rows["indptr"], dtype=np.int64))
         keys = np.ascontiguousarray(rows["keys"], dtype=np.uint64)
@@ -89,16 +95,18 @@ class ChunkTarget:
                 z[...] = arr
         vec = self._vectors(rows["diag"], batch.y, batch.graph_ids) | {"row_nnz": row_nnz}
         self._write_vectors(r0, r1, vec)
-        return words_checksum(keys, values, *vec.values())
+        return words_checksum(keys, values, *vec.values(), fmt=self.checksum_format)
 
     def write_dense(self, i: int, phi: np.ndarray, diag: np.ndarray, batch: GraphBatch) -> int:
         """Write chunk ``i``'s Nyström rows and vectors; returns their checksum."""
+        if self.lease is not None:
+            self.lease.check()
         r0, r1 = self.grid.range(i)
         phi = np.ascontiguousarray(phi, dtype=np.float64)
         vec = self._vectors(diag, batch.y, batch.graph_ids)
         zarr.open_array(self.path, path="features", mode="r+")[r0:r1] = phi
         self._write_vectors(r0, r1, vec)
-        return words_checksum(phi, *vec.values())
+        return words_checksum(phi, *vec.values(), fmt=self.checksum_format)
 
 
 # ------------------------------------------------------------------------------- Nyström state
@@ -140,9 +148,8 @@ class FeatureStore(Store):
         :meth:`write_nystroem`, once the rank is known. ``y_dtype`` None: no labels.
         """
         location = as_location(where)
-        if location.exists() and not overwrite:
-            raise StoreError(f"{location}: already exists")
-        root = zarr.open_group(str(location), mode="w" if overwrite else "w-", zarr_format=3)
+        prepare_location(location, overwrite)
+        root = zarr.open_group(str(location), mode="w-", zarr_format=3)
         comp = blosc(compression_level)
         b = max(1, min(grid.chunk, grid.n_graphs))
         sparse = meta.feature_kind == "sparse"
@@ -161,7 +168,7 @@ class FeatureStore(Store):
         root.attrs.update(meta.to_attrs() | {
             "store_kind": FEATURE_KIND, "chunk_size": grid.chunk, "n_graphs": grid.n_graphs,
             "compression_level": compression_level, "complete": False, "state_complete": False,
-            "nystroem_complete": False})
+            "nystroem_complete": False, "checksum_format": CHECKSUM_FORMAT})
         return cls(location, root, "r+")
 
     @classmethod
@@ -194,6 +201,10 @@ class FeatureStore(Store):
     @property
     def nystroem_spec(self) -> dict[str, Any] | None:
         return self._attr("nystroem_spec")
+
+    @property
+    def checksum_format(self) -> int:
+        return int(self._attr("checksum_format", 1))
 
     @property
     def n_components(self) -> int:
@@ -233,16 +244,19 @@ class FeatureStore(Store):
             row_nnz = np.asarray(self.root["row_nnz"][...], dtype=np.int64)
             indptr = np.zeros(len(row_nnz) + 1, dtype=np.int64)
             np.cumsum(row_nnz, out=indptr[1:])
-            write_vector(self.root, "indptr", indptr)
+            self._write_vector("indptr", indptr)
             self._set(nnz=int(indptr[-1]))
+        if ok:  # every byte on disk before the flag says so
+            sync_tree(self.location.path)
         self._set(complete=ok)
         return ok
 
     def is_finished(self) -> bool:
         return self.complete and self.mark_complete()
 
-    def chunk_target(self) -> ChunkTarget:
-        return ChunkTarget(self.location.resolved(), self.grid, self.label_dtype(), self.compression_level)
+    def chunk_target(self, lease: Any = None) -> ChunkTarget:
+        return ChunkTarget(self.location.resolved(), self.grid, self.label_dtype(), self.compression_level, lease,
+                           self.checksum_format)
 
     # -------------------------------------------------------------- Nyström
     def write_nystroem(self, state: NystroemState) -> None:
@@ -257,6 +271,7 @@ class FeatureStore(Store):
         arr[...] = proj
         write_batch(group.require_group("landmarks"), state.landmarks)
         group.attrs.update(as_jsonable(state.attrs))
+        self._record_digest(NYSTROEM, _nystroem_digest(state))
         n, chunk_rows = self.grid.n_graphs, self.grid.chunk
         self.root.create_array("features", shape=(n, state.rank), chunks=(max(1, min(chunk_rows, n)),
                                                                           max(1, state.rank)),
@@ -319,7 +334,7 @@ class FeatureStore(Store):
         else:
             part["features"] = np.asarray(handles["features"][r0:r1], dtype=np.float64)
             words = (part["features"], vec["diag"], vec["y"], vec["graph_ids"])
-        if checksum is not None and words_checksum(*words) != checksum:
+        if checksum is not None and words_checksum(*words, fmt=self.checksum_format) != checksum:
             raise StoreError(_damage_message(self.location, grid, [i]) + f"; run `gramdist verify --repair "
                              f"{self.location}` and rerun its `gramdist features` command to recompute them")
         return part
@@ -377,6 +392,10 @@ class FeatureStore(Store):
             except StoreError:  # damaged, or a chunk's arrays missing altogether
                 bad.append(int(i))
         message = f"{self.location}: all {checked} written chunks match their checksums"
+        problems = self._digest_problems()
+        if self.checksum_format < 2:
+            message += (" (in the format of gramdist 0.2, which cannot see two values swapped within a chunk; "
+                        f"`gramdist upgrade {self.location}` records checksums that do)")
         if bad:
             message = _damage_message(self.location, grid, bad)
             if repair:
@@ -386,8 +405,67 @@ class FeatureStore(Store):
                 message += "; unmarked them: rerun its `gramdist features` command to recompute them"
             else:
                 message += "; run `gramdist verify --repair` and rerun its `gramdist features` command"
+        if problems:
+            message = "\n".join([*problems, message])
         return {"store": str(self.location), "verifiable": True, "checked": checked, "damaged": bad,
-                "message": message, "problems": [message] if bad else [], "repaired": []}
+                "message": message, "problems": ([message] if bad else []) + problems, "repaired": []}
+
+    def _digest_problems(self) -> list[str]:
+        """The fitted state, the Nyström basis and ``indptr`` against the digests recorded with them."""
+        from gramdist.engine.store.state import state_digest
+
+        out = []
+        for name, digest in sorted(self.vector_checksums.items()):
+            try:
+                if name == "state":
+                    now = state_digest(self.read_state())
+                elif name == NYSTROEM:
+                    now = _nystroem_digest(self.read_nystroem())
+                else:
+                    now = array_digest(np.asarray(self.root[name][...]))
+            except Exception as exc:  # noqa: BLE001
+                out.append(f"{self.location}: {name} cannot be read ({type(exc).__name__}: {exc})")
+                continue
+            if now != digest:
+                out.append(f"{self.location}: {name} does not match the checksum recorded when it was written: it was "
+                           "changed on disk; recompute the store with --overwrite to restore it")
+        return out
+
+    def upgrade_checksums(self) -> list[str]:
+        """``gramdist upgrade`` of an older feature store: each written chunk checked with its
+        old (order-free) checksum, then re-recorded in the format that sees every value; a chunk
+        that fails is unmarked. Returns what was done, one line each."""
+        from gramdist.engine.store.state import state_digest
+
+        if self.checksum_format >= 2 and self.vector_checksums:
+            return []
+        done, sums = self.chunk_mask()
+        bad = []
+        for i in np.flatnonzero(done):
+            try:
+                part = self.read_chunk(int(i), int(sums[i]))
+            except StoreError:
+                bad.append(int(i))
+                continue
+            words = ((part["keys"], part["values"], part["diag"], part["y"], part["graph_ids"],
+                      np.diff(part["indptr"])) if self.sparse else
+                     (part["features"], part["diag"], part["y"], part["graph_ids"]))
+            sums[i] = words_checksum(*words)
+        done[bad] = False
+        self._set(checksum_format=CHECKSUM_FORMAT)
+        self.save_progress(done, sums)
+        if self.state_complete:
+            self._record_digest("state", state_digest(self.read_state()))
+        if self.nystroem_complete:
+            self._record_digest(NYSTROEM, _nystroem_digest(self.read_nystroem()))
+        if "indptr" in self.root:
+            self._record_digest("indptr", array_digest(np.asarray(self.root["indptr"][...])))
+        lines = [f"re-recorded the checksums of {int(done.sum())} chunks in the format that sees every value"]
+        if bad:
+            self._set(complete=False)
+            lines.append(f"unmarked {len(bad)} chunk(s) that failed their old check: rerun its `gramdist features` "
+                         "command to recompute them")
+        return lines
 
     def info(self) -> dict[str, Any]:
         """A JSON-ready summary (what ``gramdist info`` prints)."""
@@ -405,6 +483,14 @@ class FeatureStore(Store):
             "disk_bytes": self.disk_bytes(), "gramdist_version": attrs.get("gramdist_version"),
             "stats": attrs.get("stats", {}),
         }
+
+
+def _nystroem_digest(state: NystroemState) -> str:
+    from gramdist.arrayops import digest_arrays
+
+    return digest_arrays({"landmark_indices": state.landmark_indices, "landmark_diag": state.landmark_diag,
+                          "eigenvalues": state.eigenvalues, "projection": state.projection,
+                          "landmarks": np.asarray(state.landmarks.checksum().encode())})
 
 
 def _damage_message(path: Any, grid: ChunkGrid, bad: list[int]) -> str:

@@ -31,11 +31,13 @@ from gramdist.engine.store.base import (
     keep_empty,
     lost_metadata,
     open_root,
+    prepare_location,
     present,
     read_array,
+    sync_tree,
     zarr,
 )
-from gramdist.engine.store.checksums import tile_checksum
+from gramdist.engine.store.checksums import CHECKSUM_FORMAT, tile_checksum
 from gramdist.engine.store.grids import TileGrid
 from gramdist.engine.store.layout import (
     EMBEDDINGS,
@@ -147,13 +149,20 @@ def write_done_mask(group: Any, mask: np.ndarray, checksums: np.ndarray | None =
 
 
 def mark_group_complete(group: Any, grid: TileGrid) -> bool:
-    """Set ``complete`` iff every tile is marked done on disk and the diagonal is stored; a
-    store that completes keeps a copy of its attributes."""
+    """Set ``complete`` iff every tile is marked done on disk, the diagonal and the fitted state
+    are stored and no label or id awaits rewriting; a store that completes is synced to disk and
+    keeps a copy of its attributes."""
     mask = read_done_mask(group)
-    done = bool(group.attrs.get("diag_complete")) and all(mask[i, j] for i, j in grid.tiles())
+    attrs = group.attrs
+    whole = (bool(attrs.get("diag_complete")) and not attrs.get("damaged_vectors")
+             and bool(attrs.get("state_complete") or attrs.get("combination")))
+    done = whole and all(mask[i, j] for i, j in grid.tiles())
+    if done:  # every byte on disk before the flag says so
+        sync_tree(folder_of(group))
     group.attrs["complete"] = bool(done)
     if done and "tile_checksums" in group:
         backup.save_backup(group)
+        sync_tree(folder_of(group), files=False)
     return done
 
 
@@ -167,6 +176,7 @@ def tile_damage(group: Any, grid: TileGrid, mask: np.ndarray, gram: np.ndarray |
     Gram if already loaded. A store made before checksums is checked for undecodable chunks only.
     """
     sums = read_checksums(group, where)
+    fmt = checksum_format(group)
     arr = group["gram"]
     bad: dict[tuple[int, int], str] = {}
     for i, j in grid.tiles():
@@ -182,13 +192,20 @@ def tile_damage(group: Any, grid: TileGrid, mask: np.ndarray, gram: np.ndarray |
                 bad[(i, j)] = f"chunk {chunk} cannot be decoded ({type(exc).__name__}: {exc})"
                 break
             # a chunk file that is absent reads as zeros: damage unless the tile was all zeros
-            # (stores before 0.2 did not write such tiles), which its checksum tells
-            if sums is not None and tile_checksum(block) != int(sums[i, j]):
-                bad[(i, j)] = (f"chunk {chunk} does not match the checksum recorded when the tile was written"
+            # (stores before 0.2 did not write such tiles), which its checksum tells; a mirror
+            # is checked transposed, so one that disagrees with its tile is damage too
+            if sums is not None and tile_checksum(block if (ci, cj) == (i, j) else block.T, fmt) != int(sums[i, j]):
+                what = "its mirror of the tile" if (ci, cj) != (i, j) else "the tile"
+                bad[(i, j)] = (f"chunk {chunk} ({what}) does not match the checksum recorded when the tile was written"
                                if chunk_exists(group, "gram", (ci, cj)) else
                                f"chunk {chunk} is missing (it reads as zeros)")
                 break
     return bad
+
+
+def checksum_format(group: Any) -> int:
+    """The checksum format of a store or staging group (1 for stores made before 0.3)."""
+    return int(group.attrs.get("checksum_format", 1))
 
 
 def damage_message(store: Any, grid: TileGrid, bad: dict[tuple[int, int], str], hint: str) -> str:
@@ -223,6 +240,8 @@ class TileTarget:
     path: str
     shape: tuple[int, int]
     dtype: str
+    lease: Any = None  # a :class:`~.lock.Lease` checked before every write (None: unfenced)
+    checksum_format: int = CHECKSUM_FORMAT
 
     def array(self) -> Any:
         meta = os.stat(os.path.join(self.path, "gram", "zarr.json"))
@@ -233,13 +252,16 @@ class TileTarget:
         return arr
 
     def write(self, grid: TileGrid, tile: tuple[int, int], block: np.ndarray) -> int:
-        """Write ``block`` as tile ``(i, j)`` (and its mirror when symmetric); its checksum."""
+        """Write ``block`` as tile ``(i, j)`` (and its mirror when symmetric); its checksum.
+        :class:`~.lock.LeaseLost` first if this run no longer holds the store."""
+        if self.lease is not None:
+            self.lease.check()
         (r0, r1), (c0, c1) = grid.row_range(tile[0]), grid.col_range(tile[1])
         gram = self.array()
         gram[r0:r1, c0:c1] = block
         if grid.symmetric and tile[0] != tile[1]:
             gram[c0:c1, r0:r1] = block.T
-        return tile_checksum(block)
+        return tile_checksum(block, self.checksum_format)
 
 
 # ------------------------------------------------------------------------------- the store
@@ -254,19 +276,18 @@ class GramStore(Store):
     @classmethod
     def create(cls, where: str | Location, grid: TileGrid, meta: GramMeta | dict[str, Any], *,
                compression_level: int = 1, overwrite: bool = False) -> GramStore:
-        """A new store laid out for ``grid``; refuses to clobber an existing one (the caller
-        removes what ``overwrite`` replaces, once it has checked it is a store)."""
+        """A new store laid out for ``grid``. An existing one is refused, or with ``overwrite``
+        replaced if it is a gramdist store or an empty folder (never anything else)."""
         location = as_location(where)
-        if location.exists() and not overwrite:
-            raise StoreError(f"{location}: already exists")
         attrs = meta.to_attrs() if isinstance(meta, GramMeta) else dict(meta)
         dtype = check_dtype(attrs.get("dtype") or "float64")
-        root = zarr.open_group(str(location), mode="w" if overwrite else "w-", zarr_format=3)
+        prepare_location(location, overwrite)
+        root = zarr.open_group(str(location), mode="w-", zarr_format=3)
         create_tile_arrays(root, grid, dtype, compression_level)
         if attrs.get("keep_embeddings"):
             root.require_group(EMBEDDINGS)
         root.attrs.update(attrs | {"complete": False, "state_complete": False, "diag_complete": False,
-                                   "dtype": dtype, "checksummed": True})
+                                   "dtype": dtype, "checksummed": True, "checksum_format": CHECKSUM_FORMAT})
         return cls(location, root, "r+")
 
     @classmethod
@@ -324,12 +345,29 @@ class GramStore(Store):
         return bool(self._attr("diag_complete"))
 
     @property
+    def checksum_format(self) -> int:
+        return checksum_format(self.root)
+
+    @property
     def keeps_embeddings(self) -> bool:
         return bool(self._attr("keep_embeddings"))
 
     @property
     def checksummed(self) -> bool:
         return bool(self._attr("checksummed"))
+
+    @property
+    def damaged_vectors(self) -> list[str]:
+        """Labels or ids ``verify --repair`` found changed, to be written again from the graphs."""
+        return list(self._attr("damaged_vectors") or [])
+
+    def restore_graph_vectors(self, rows: GraphBatch, cols: GraphBatch | None = None) -> list[str]:
+        """Write the labels and ids ``verify --repair`` marked, from the graphs; returns their names."""
+        names = self.damaged_vectors
+        if names:
+            self.write_graph_vectors(rows, cols)
+            self._set(damaged_vectors=None)
+        return names
 
     @property
     def appends(self) -> list[dict[str, Any]]:
@@ -445,9 +483,9 @@ class GramStore(Store):
         """Marked complete, and the done-mask on disk agrees (what a rerun checks first)."""
         return self.complete and self.mark_complete()
 
-    def tile_target(self) -> TileTarget:
+    def tile_target(self, lease: Any = None) -> TileTarget:
         g = self.grid
-        return TileTarget(self.location.resolved(), (g.n_rows, g.n_cols), self.dtype)
+        return TileTarget(self.location.resolved(), (g.n_rows, g.n_cols), self.dtype, lease, self.checksum_format)
 
     def write_tile(self, tile: tuple[int, int], block: np.ndarray) -> int:
         """Write tile ``(i, j)`` (and its mirror) from this process in the store's dtype; its checksum."""
@@ -458,7 +496,7 @@ class GramStore(Store):
         arr[r0:r1, c0:c1] = block
         if grid.symmetric and tile[0] != tile[1]:
             arr[c0:c1, r0:r1] = block.T
-        return tile_checksum(block)
+        return tile_checksum(block, self.checksum_format)
 
     def read_block(self, rows: tuple[int, int], cols: tuple[int, int]) -> np.ndarray:
         """``gram[r0:r1, c0:c1]`` as stored (check the store first: :meth:`verify`)."""
@@ -512,7 +550,7 @@ class GramStore(Store):
         append that is running, with the append under ``pending_append``."""
         from gramdist.engine.store.lock import current_writer
         from gramdist.engine.store.staging import pending_progress
-        from gramdist.engine.store.upgrade import missing_dimension_names
+        from gramdist.engine.store.upgrade import missing_dimension_names, outdated_checksums
 
         grid = self.grid
         done = self.tiles_done()
@@ -530,6 +568,8 @@ class GramStore(Store):
             "test_dataset": self.test_dataset, "appends": self.appends, "pending_append": pending,
             "writer": current_writer(self.location), "fit": self.fit, "gramdist_version": self.gramdist_version,
             "stats": self.stats, "needs_upgrade": missing_dimension_names(self),
+            "checksum_format": self.checksum_format if self.checksummed else None,
+            "outdated_checksums": outdated_checksums(self),
         }
 
     def verify(self, *, repair: bool = False) -> dict[str, Any]:
@@ -538,17 +578,23 @@ class GramStore(Store):
         return verify_gram_store(self.location, repair=repair)
 
     def upgrade(self) -> list[str]:
+        """Dimension names an older store lacks (what a resumed run adds; metadata only)."""
         from gramdist.engine.store.upgrade import upgrade_gram_store
 
         return upgrade_gram_store(self)
 
-    def embedding_cache(self, write_to: str | None = None) -> Any:
-        """Where a run reads kept embeddings from (this store, if it keeps them) and keeps new
-        ones (``write_to``; default this store when it keeps them)."""
+    def upgrade_checksums(self) -> list[str]:
+        """``gramdist upgrade``: checksums that see every value (see :mod:`.upgrade`)."""
+        from gramdist.engine.store.upgrade import upgrade_checksums
+
+        return upgrade_checksums(self)
+
+    def embedding_cache(self, lease: Any = None) -> Any:
+        """Where a run reads kept embeddings from and keeps new ones: this store, if it keeps them."""
         from gramdist.engine.store.state import EmbeddingCache
 
         mine = self.location.resolved() if self.keeps_embeddings else None
-        return EmbeddingCache(mine, write_to if write_to is not None else mine)
+        return EmbeddingCache(mine, mine, lease)
 
     @classmethod
     def create_combination(cls, where: str | Location, sources: list[GramStore], weights: list[float],

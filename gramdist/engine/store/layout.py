@@ -128,6 +128,9 @@ GRAM_ATTRIBUTES: dict[str, AttrSpec] = _attrs(
     AttrSpec("generation", "bumped by every committed append"),
     AttrSpec("pending_append", "the append running, while it runs"),
     AttrSpec("combination", "the stores and weights of a combined store"),
+    AttrSpec("checksum_format", "how tiles are checksummed (absent: 1, the order-free sums of 0.1 and 0.2)"),
+    AttrSpec("vector_checksums", "digests of the labels, ids, diagonal and fitted state when written"),
+    AttrSpec("damaged_vectors", "labels or ids `verify --repair` found changed: the next run writes them again"),
     AttrSpec("store_kind", "absent or 'gram'"),
 )
 FEATURE_ATTRIBUTES: dict[str, AttrSpec] = _attrs(
@@ -142,6 +145,8 @@ FEATURE_ATTRIBUTES: dict[str, AttrSpec] = _attrs(
     AttrSpec("nystroem_complete", "the Nyström basis is written"),
     AttrSpec("from_store", "the feature store whose state mapped these graphs", True),
     AttrSpec("nnz", "non-zeros of the CSR rows (written at completion)"),
+    AttrSpec("checksum_format", "how chunks are checksummed (absent: 1, the order-free sums of 0.2)"),
+    AttrSpec("vector_checksums", "digests of the fitted state, the Nyström basis and indptr when written"),
 )
 #: what a fingerprint attribute means when a store made before it existed lacks it
 FINGERPRINT_DEFAULTS = {"dtype": "float64"}

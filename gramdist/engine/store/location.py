@@ -51,6 +51,9 @@ class Location:
     def is_folder(self) -> bool:
         return self.path.is_dir()
 
+    def is_empty_folder(self) -> bool:
+        return self.path.is_dir() and not any(self.path.iterdir())
+
     def join(self, name: str) -> Location:
         """The store ``name`` inside this folder of stores (a grid's output)."""
         return Location(self.path / name)
@@ -149,3 +152,19 @@ class Sidecar:
     def beside(self, suffix: str) -> Path:
         """A scratch file next to it (for a replace through a temporary name)."""
         return self.path.with_name(f"{self.path.name}.{suffix}")
+
+    def rename_to(self, target: Path) -> bool:
+        """Move it to ``target`` atomically; False if it was not there (another process moved or
+        removed it first: of several renamers of one file, exactly one succeeds)."""
+        try:
+            os.rename(self.path, target)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def restore_to(self, other: Sidecar) -> None:
+        """Put this object's content back as ``other`` (only if ``other`` is absent), then remove it."""
+        value = self.read()
+        if value is not None:
+            other.create(value)
+        self.remove()

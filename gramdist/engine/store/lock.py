@@ -1,21 +1,30 @@
-"""One writer per store: a lock file beside it, with a heartbeat, taken over when stale.
+"""One writer per store: a lease with an epoch, taken atomically, checked before every write.
 
-``STORE.lock`` (next to the store folder ``STORE``) is created atomically (``O_CREAT |
-O_EXCL``) by the process that writes the store — ``gramdist run``, an append, a detached
-job's orchestrator — and removed when it stops. It holds JSON: ``host``, ``pid``, ``since``,
-``heartbeat`` (both Unix times), ``command`` and an optional ``job_id``. While held, a thread
-rewrites ``heartbeat`` every :data:`HEARTBEAT_SECONDS`.
+The lock is two kinds of small objects beside the store (its :class:`~.location.Location`'s
+sidecars), so that it works where only "create if absent" and "replace" exist (a local file
+system today; an object store's conditional writes next):
 
-A second writer is refused with a :class:`StoreBusyError` naming the holder. A lock is *stale*
-— its writer was killed without removing it — when its process is gone (same host) or its
-heartbeat is older than :data:`STALE_SECONDS` (any host; processes on other hosts cannot be
-checked); a stale lock is taken over with a note. A lock with the same ``job_id`` as the new
-writer (a detached job restarted on another worker) is taken over as well.
+* ``STORE.lock`` — who holds the store: ``token`` (random, per holder), ``epoch`` (one more than
+  the holder it replaced), ``host``, ``pid``, ``since``, ``command``, ``job_id``. Created only if
+  absent (``O_CREAT | O_EXCL``), so of two writers starting together exactly one gets it; its
+  holder never rewrites it.
+* ``STORE.lock.<token>`` — that holder's heartbeat, rewritten every :data:`HEARTBEAT_SECONDS`
+  by a thread. Each holder writes only its own, so a writer that wakes up after losing its
+  lease can never overwrite the heartbeat (or the lock) of the one that replaced it.
 
-The lock sits beside the store rather than inside it because it is taken before the store
-exists and must survive ``--overwrite`` clearing the store. Atomic creation holds on local
-file systems and on NFS v3+; two writers that both find the same stale lock and take it over
-in the same instant are told apart by re-reading the lock after writing it.
+A lease lasts :data:`STALE_SECONDS` from the last heartbeat. A lock is *stale* when its lease
+has expired, or its process is gone (same host), or it cannot be read and is older than a
+lease. A stale lock is taken over by renaming it away (a rename of one file succeeds for one
+renamer only) and creating a new one with the next epoch. A detached job's orchestrator
+restarted by Dask takes over its own job's lock the same way, once it is stale.
+
+**Fencing.** A writer checks its lease before every write (:meth:`StoreLock.check` on the
+client, :meth:`Lease.check` in a worker's tile or chunk task): the lock must still be its own
+(same token) and its last heartbeat younger than the lease less a safety margin. So a writer
+that was stopped past its lease (a suspended laptop, ``SIGSTOP``, an NFS stall) finds, when it
+continues, either another holder or an expired lease, and stops before its next write with
+:class:`LeaseLost`; the next writer resumes from what is on disk. SIGTERM and SIGHUP end the
+command line's process through ``SystemExit``, so the lock is released (see ``gramdist.cli``).
 """
 
 from __future__ import annotations
@@ -26,18 +35,25 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from gramdist.engine.store.location import Location, Sidecar
 from gramdist.errors import StoreError
 
 HEARTBEAT_SECONDS = 10.0
-#: a lock whose heartbeat is older than this is stale, whatever host holds it
+#: a lease lasts this long after its holder's last heartbeat
 STALE_SECONDS = 60.0
+#: a writer stops writing this long before its lease would expire (its heartbeat is late)
+SAFETY_SECONDS = 15.0
 
 
 class StoreBusyError(StoreError):
     """The store is being written by another run."""
+
+
+class LeaseLost(StoreError):
+    """This writer's lease on the store has expired or been taken over: it must stop writing."""
 
 
 def lock_file(store: str | os.PathLike | Location) -> Sidecar:
@@ -46,23 +62,42 @@ def lock_file(store: str | os.PathLike | Location) -> Sidecar:
     return location.sidecar(".lock")
 
 
+def beat_file(store: str | os.PathLike | Location, token: str) -> Sidecar:
+    """``STORE.lock.<token>``: the heartbeat of the holder ``token``."""
+    location = store if isinstance(store, Location) else Location(store)
+    return location.sidecar(f".lock.{token}")
+
+
+def _number(value: Any, default: float) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
 def read_lock(store: str | os.PathLike | Location) -> dict[str, Any] | None:
-    """The lock record of ``store`` (None when nobody holds it or it cannot be read)."""
-    return lock_file(store).read()
+    """The lock record of ``store`` with its holder's ``heartbeat`` (None when nobody holds it
+    or it cannot be read as a lock record)."""
+    record = lock_file(store).read()
+    if record is None or not isinstance(record.get("token", ""), str):
+        return None
+    beat = beat_file(store, str(record.get("token", ""))).read() or {}
+    return record | {"heartbeat": _number(beat.get("heartbeat"), _number(record.get("since"), 0.0))}
 
 
 def describe(record: dict[str, Any]) -> str:
-    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.get("since", 0)))
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(_number(record.get("since"), 0.0)))
     job = f", job {record['job_id']}" if record.get("job_id") else ""
     return f"host {record.get('host')}, process {record.get('pid')}, since {since}{job}"
 
 
 def is_stale(record: dict[str, Any], now: float | None = None) -> str | None:
-    """Why the lock is stale (its process gone, or no heartbeat for too long), or None."""
+    """Why the lock is stale (its process gone, or its lease expired), or None."""
     now = time.time() if now is None else now
-    if record.get("host") == socket.gethostname() and not _alive(int(record.get("pid", -1))):
+    pid = int(_number(record.get("pid"), -1))
+    if record.get("host") == socket.gethostname() and not _alive(pid):
         return f"its process {record.get('pid')} is gone"
-    age = now - float(record.get("heartbeat", 0))
+    age = now - _number(record.get("heartbeat"), 0.0)
     if age > STALE_SECONDS:
         return f"no heartbeat for {age:.0f} s (more than {STALE_SECONDS:.0f} s)"
     return None
@@ -70,8 +105,8 @@ def is_stale(record: dict[str, Any], now: float | None = None) -> str | None:
 
 def current_writer(store: str | os.PathLike | Location) -> dict[str, Any] | None:
     """Who holds the store's lock now, for ``gramdist info``: the lock record (host, pid,
-    since, heartbeat, command, job_id) with ``stale`` (why it no longer counts, or None) and
-    ``description``; None when nobody holds it."""
+    since, heartbeat, command, job_id, epoch) with ``stale`` (why it no longer counts, or
+    None) and ``description``; None when nobody holds it."""
     record = read_lock(store)
     if record is None:
         return None
@@ -91,13 +126,33 @@ def _alive(pid: int) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class Lease:
+    """What a worker's task checks before it writes: the store and the holder's token
+    (picklable; :meth:`StoreLock.lease` makes one)."""
+
+    store: str
+    token: str
+
+    def check(self) -> None:
+        """:class:`LeaseLost` unless the holder still holds the store with a fresh heartbeat."""
+        record = read_lock(self.store)
+        if record is None or record.get("token") != self.token:
+            raise LeaseLost(f"{self.store}: this run no longer holds the store (its lock was taken over or "
+                            "removed); it stops writing, and the run holding it now carries on")
+        age = time.time() - _number(record.get("heartbeat"), 0.0)
+        if age > STALE_SECONDS - SAFETY_SECONDS:
+            raise LeaseLost(f"{self.store}: this run's lease ran out (no heartbeat for {age:.0f} s: was it stopped "
+                            "or suspended?); it stops writing; run it again to resume")
+
+
 class StoreLock:
     """Hold ``STORE.lock`` while writing ``store``; use as a context manager.
 
     Parameters
     ----------
-    store : the store's path.
-    job_id : identifies a detached job: a lock held under the same id is taken over.
+    store : the store's location (or path).
+    job_id : the detached job this writer is (recorded; shown to the writers it refuses).
     log : where the note about a taken-over stale lock goes.
     """
 
@@ -108,68 +163,118 @@ class StoreLock:
         self.job_id = job_id
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.token = uuid.uuid4().hex
+        self.epoch = 0
+        self._beat = beat_file(self.store, self.token)
+        self._last_beat = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _record(self) -> dict[str, Any]:
-        now = time.time()
-        return {"host": socket.gethostname(), "pid": os.getpid(), "since": now, "heartbeat": now,
-                "command": " ".join(sys.argv[:3]), "job_id": self.job_id, "token": self.token}
+    def _record(self, epoch: int) -> dict[str, Any]:
+        return {"token": self.token, "epoch": epoch, "host": socket.gethostname(), "pid": os.getpid(),
+                "since": time.time(), "command": " ".join(sys.argv[:3]), "job_id": self.job_id,
+                "lease_seconds": STALE_SECONDS}
 
     def acquire(self) -> StoreLock:
-        for _ in range(3):
-            if not self.file.create(self._record()):
-                held = self.file.read()
-                if held is None:  # being written this instant, or unreadable: look again
-                    time.sleep(0.2)
-                    held = self.file.read()
-                    if held is None:
-                        held = {"host": "?", "pid": -1, "heartbeat": self.file.modified() or 0.0}
-                why = "it belongs to this job" if self.job_id and held.get("job_id") == self.job_id else is_stale(held)
+        self._beat_now()  # the heartbeat exists before the lock names it: never a lock without one
+        try:
+            for _ in range(5):
+                if self._try_create(1):
+                    break
+                held = self._held()
+                why = is_stale(held)
                 if why is None:
                     raise StoreBusyError(
-                        f"{self.store}: being written by another run ({describe(held)}); wait for it, "
-                        f"or stop it (its lock {self.file.name} is freed when it ends)") from None
+                        f"{self.store}: being written by another run ({describe(held)}); wait for it, or stop it "
+                        f"(its lock {self.file.name} is freed when it ends)") from None
                 if self._take_over(held):
-                    self.log(f"gramdist: note: took over the lock of {self.store} left by "
-                             f"{describe(held)}: {why}")
+                    self.log(f"gramdist: note: took over the lock of {self.store} left by {describe(held)}: {why}")
                     break
-                continue
-            break
-        else:
-            raise StoreBusyError(f"{self.store}: could not take its lock {self.file} (another writer keeps taking it)")
-        self._thread = threading.Thread(target=self._beat, name="gramdist-lock-heartbeat", daemon=True)
+            else:
+                raise StoreBusyError(f"{self.store}: could not take its lock {self.file} (other writers keep taking it)")
+        except BaseException:
+            self._beat.remove()
+            raise
+        self._thread = threading.Thread(target=self._heartbeat, name="gramdist-lock-heartbeat", daemon=True)
         self._thread.start()
         return self
 
-    def _take_over(self, held: dict[str, Any]) -> bool:
-        """Replace a stale lock by ours; False if another writer got there first."""
-        current = self.file.read()
-        if current is not None and current.get("token") != held.get("token"):
-            return False
-        self.file.write(self._record())
-        time.sleep(0.05)
-        mine = self.file.read()
-        return mine is not None and mine.get("token") == self.token
+    def _try_create(self, epoch: int) -> bool:
+        if self.file.create(self._record(epoch)):
+            self.epoch = epoch
+            return True
+        return False
 
-    def _beat(self) -> None:
+    def _held(self) -> dict[str, Any]:
+        """The current holder's record; an unreadable lock counts as held since it was written."""
+        held = read_lock(self.store)
+        if held is None:
+            time.sleep(0.2)  # being written this instant: look again
+            held = read_lock(self.store)
+        if held is None:
+            held = {"host": "?", "pid": -1, "token": None, "heartbeat": self.file.modified() or 0.0}
+        return held
+
+    def _take_over(self, held: dict[str, Any]) -> bool:
+        """Replace a stale lock by ours with the next epoch; False if another writer got there
+        first (then the caller looks again)."""
+        tomb = self.file.beside(f"stale-{self.token}")
+        if not self.file.rename_to(tomb):
+            return False  # someone else renamed it away first
+        taken = Sidecar(tomb).read() or {}
+        if taken.get("token") != held.get("token"):  # a fresh lock replaced the stale one meanwhile
+            Sidecar(tomb).restore_to(self.file)
+            return False
+        Sidecar(tomb).remove()
+        if held.get("token"):
+            beat_file(self.store, str(held["token"])).remove()
+        return self._try_create(int(_number(held.get("epoch"), 0)) + 1)
+
+    def _beat_now(self) -> None:
+        now = time.time()
+        self._beat.write({"token": self.token, "heartbeat": now})
+        self._last_beat = now
+
+    def _heartbeat(self) -> None:
         while not self._stop.wait(HEARTBEAT_SECONDS):
             record = self.file.read()
-            if record is None or record.get("token") != self.token:
-                return  # taken over (we were presumed dead): never write over the new holder
-            record["heartbeat"] = time.time()
+            if record is None or record.get("token") != self.token or self._expired():
+                return  # taken over, or the lease ran out while stopped: fenced, never revived
             try:
-                self.file.write(record)
+                self._beat_now()
             except OSError:
-                pass  # a full disk must not kill the run; the lock may then look stale
+                pass  # a full disk must not kill the run; the lease may then run out and fence it
+
+    def check(self) -> None:
+        """:class:`LeaseLost` unless this writer still holds the store with a fresh lease: what
+        the client checks before each save of its progress."""
+        if time.time() - self._last_beat > STALE_SECONDS - SAFETY_SECONDS:
+            try:  # the heartbeat thread may simply be late (a busy machine): beat if the lock is ours
+                record = self.file.read()
+                if record is not None and record.get("token") == self.token and not self._expired():
+                    self._beat_now()
+            except OSError:
+                pass
+        self.lease().check()
+
+    def _expired(self) -> bool:
+        return time.time() - self._last_beat > STALE_SECONDS
+
+    def lease(self) -> Lease:
+        """What tasks on workers check before they write."""
+        return Lease(str(self.store), self.token)
 
     def release(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        record = self.file.read()
-        if record is not None and record.get("token") == self.token:
-            self.file.remove()
+        tomb = self.file.beside(f"release-{self.token}")
+        if self.file.rename_to(tomb):
+            taken = Sidecar(tomb).read() or {}
+            if taken.get("token") == self.token:
+                Sidecar(tomb).remove()
+            else:  # not ours (we had lost it): put it back for its holder
+                Sidecar(tomb).restore_to(self.file)
+        self._beat.remove()
 
     def __enter__(self) -> StoreLock:
         return self.acquire()

@@ -21,6 +21,7 @@ from gramdist.engine.store.base import lost_metadata, present, read_array, zarr
 from gramdist.engine.store.checksums import tile_checksum
 from gramdist.engine.store.gram import (
     GramStore,
+    checksum_format,
     chunk_exists,
     chunk_name,
     committing_message,
@@ -105,6 +106,10 @@ def verify_gram_store(location: Location, *, repair: bool = False) -> dict[str, 
     if sums is None:
         legacy = (f"{location}: no tile checksums (made before gramdist recorded them): checked only that the "
                   f"{checked} written tiles are on disk and decode")
+    elif checksum_format(root) < 2 or not root.attrs.get("vector_checksums"):
+        legacy = (f"{location}: all {checked} written tiles are on disk and match their checksums, in the format of "
+                  "gramdist 0.2, which cannot see two values swapped within a tile, nor a changed label, id or "
+                  f"diagonal; `gramdist upgrade {location}` records checksums that do")
     report = check.report(sorted(bad), checked, sums is not None, legacy)
     if pending:  # not damage: the store as it stands was checked; the append's tiles are checked on commit
         report["message"] += (f"\n{location}: note: an append of {pending.get('n_graphs')} graphs ({pending['from'][0]} "
@@ -223,36 +228,100 @@ def _grid_from_vectors(root: Any, location: Location) -> TileGrid | None:
 
 
 def _check_vectors(root: Any, location: Location, grid: TileGrid, check: _Check) -> None:
-    """Lost arrays beside the Gram: what each loss means, and the repairs that exist."""
+    """Arrays beside the Gram that are lost, or changed since written (their digests): what each
+    means, and its repair. The next run of the job (or ``gramdist append STORE``) recomputes the
+    diagonal or refits the state (the same bits: the fit is seeded), and writes the graphs'
+    labels and ids again from the graphs it reads."""
     attrs = dict(root.attrs)
-    if attrs.get("diag_complete"):
-        for name, n in (("diag", grid.n_rows), ("diag_cols", None if grid.symmetric else grid.n_cols)):
-            if n is None:
-                continue
-            problem = _vector_problem(root, name, n)
-            if problem:
-                check.lost(f"{location}: the raw K(g, g) ({name}) {problem}: the Gram can still be trusted, but new "
-                           "tiles cannot be normalised without it", "marked K(g, g) to be recomputed by the next run "
-                           f"of the job (or `gramdist append {location}`)")
-                if check.repair:
-                    root.attrs.update({"diag_complete": False, "complete": False})
-    for name, n, meaning in (
-        ("y", grid.n_rows, "the class labels: the Gram can still be trusted, but `gramdist evaluate` needs them"),
-        ("graph_ids", grid.n_rows, "the graph ids: the Gram can still be trusted, but nothing can be appended and "
-                                   "stores cannot be matched with each other"),
-        ("fit_indices", None, "the fit sample's indices: the Gram can still be trusted"),
-    ):
-        if (name == "y" and not present(root, name)) or (name == "fit_indices" and not attrs.get("state_complete")):
-            continue  # a dataset without labels; a store without a fit (a combination)
-        problem = _vector_problem(root, name, n)
+    digests = _changed_digests(root, location)
+    sizes = {"diag": grid.n_rows, "diag_cols": None if grid.symmetric else grid.n_cols, "y": grid.n_rows,
+             "y_cols": grid.n_cols, "graph_ids": grid.n_rows, "graph_ids_cols": grid.n_cols, "fit_indices": None}
+    for name, n in sizes.items():
+        if name.endswith("_cols") and grid.symmetric and name != "graph_ids_cols":
+            continue
+        if name.startswith("diag") and not attrs.get("diag_complete"):
+            continue
+        if name.startswith("y") and not present(root, name) and name not in digests:
+            continue  # a dataset without labels
+        if name == "fit_indices" and not attrs.get("state_complete"):
+            continue  # a store without a fit (a combination)
+        if name == "graph_ids_cols" and not present(root, name) and name not in (attrs.get("vector_checksums") or {}):
+            continue  # stores of 0.1 have none
+        problem = _vector_problem(root, name, n) or digests.get(name)
         if problem:
-            check.problems.append(f"{location}: {name} {problem}: {meaning}; recompute the store with --overwrite to "
-                                  "restore it")
+            _repair_vector(root, location, name, problem, check)
     if attrs.get("state_complete"):
-        why = check_state_readable(root, location)
+        why = check_state_readable(root, location) or digests.get("state")
         if why:
-            check.problems.append(f"{location}: the fitted state cannot be read ({why}): the Gram can still be "
-                                  "trusted, but the store can no longer be resumed or appended to")
+            _repair_vector(root, location, "state", why, check)
+    _check_embeddings(location, check)
+
+
+_MEANINGS = {
+    "y": "the class labels (what `gramdist evaluate` learns)", "y_cols": "the training graphs' class labels",
+    "diag": "the raw K(g, g) of the rows", "diag_cols": "the raw K(g, g) of the columns",
+    "graph_ids": "the graph ids", "graph_ids_cols": "the column graphs' ids", "fit_indices": "the fit sample",
+    "state": "the fitted state",
+}
+
+
+def _repair_vector(root: Any, location: Location, name: str, problem: str, check: _Check) -> None:
+    hint = f"the next run of its job (or `gramdist append {location}`)"
+    if name.startswith("diag"):
+        line, done = ("the Gram can still be trusted, but new tiles cannot be normalised without it",
+                      f"marked K(g, g) to be recomputed by {hint}")
+        changes = {"diag_complete": False}
+    elif name in ("state", "fit_indices"):
+        line, done = ("the Gram can still be trusted, but the store cannot be resumed or appended to as it stands",
+                      f"marked the fitted state to be fitted again (seeded: the same state) by {hint}")
+        changes = {"state_complete": False}
+    else:
+        line, done = ("the Gram can still be trusted, but what is learned or matched on it would be wrong",
+                      f"marked {name} to be written again from the graphs by {hint}")
+        changes = {"damaged_vectors": sorted({*(root.attrs.get("damaged_vectors") or []), name})}
+    check.lost(f"{location}: {name} ({_MEANINGS[name]}) {problem}: {line}", done)
+    if check.repair:
+        root.attrs.update({**changes, "complete": False})
+
+
+def _changed_digests(root: Any, location: Location) -> dict[str, str]:
+    """The arrays (and the fitted state) whose values no longer match the digests recorded when
+    they were written, with what is wrong."""
+    from gramdist.engine.store.checksums import array_digest
+    from gramdist.engine.store.state import read_state_group, state_digest
+
+    out = {}
+    for name, digest in sorted((root.attrs.get("vector_checksums") or {}).items()):
+        try:
+            if name == "state":
+                now = state_digest(read_state_group(root["state"], f"{location}/state"))
+            else:
+                now = array_digest(np.asarray(root[name][...]))
+        except Exception:  # noqa: BLE001 - missing or undecodable: reported as such
+            continue
+        if now != digest:
+            out[name] = "does not match the checksum recorded when it was written (changed on disk)"
+    return out
+
+
+def _check_embeddings(location: Location, check: _Check) -> None:
+    """Kept embeddings are a cache checked on reading; a damaged one is reported, and removed by
+    ``--repair`` (the next append embeds that chunk again)."""
+    import shutil
+
+    from gramdist.engine.store.layout import EMBEDDINGS
+    from gramdist.engine.store.state import embedding_problem
+
+    folder = location.child(EMBEDDINGS)
+    if not folder.is_dir():
+        return
+    for chunk in sorted(p for p in folder.iterdir() if p.is_dir()):
+        problem = embedding_problem(chunk)
+        if problem:
+            check.lost(f"{location}: the kept embedding {EMBEDDINGS}/{chunk.name} {problem}",
+                       f"removed the damaged kept embedding {EMBEDDINGS}/{chunk.name} (the next append embeds it again)")
+            if check.repair:
+                shutil.rmtree(chunk, ignore_errors=True)
 
 
 def _vector_problem(root: Any, name: str, n: int | None) -> str | None:
@@ -290,9 +359,10 @@ def _tile_on_disk(root: Any, grid: TileGrid, tile: tuple[int, int]) -> np.ndarra
 
 def _mask_from_checksums(root: Any, grid: TileGrid, sums: np.ndarray) -> np.ndarray:
     mask = np.zeros(grid.shape, dtype=bool)
+    fmt = checksum_format(root)
     for tl in grid.tiles():
         block = _tile_on_disk(root, grid, tl)
-        mask[tl] = block is not None and tile_checksum(block) == int(sums[tl])
+        mask[tl] = block is not None and tile_checksum(block, fmt) == int(sums[tl])
     return mask
 
 
@@ -311,6 +381,6 @@ def _record_checksums_again(root: Any, grid: TileGrid, mask: np.ndarray | None
             if mask is not None:
                 dropped.append(tl)
             continue
-        sums[tl] = tile_checksum(block)
+        sums[tl] = tile_checksum(block, checksum_format(root))
         kept[tl] = True
     return sums, kept, dropped

@@ -151,17 +151,18 @@ class Staging:
     def mark_complete(self) -> bool:
         return mark_group_complete(self.group, self.grid)
 
-    def tile_target(self) -> TileTarget:
+    def tile_target(self, lease: Any = None) -> TileTarget:
         g = self.grid
-        return TileTarget(self.folder, (g.n_rows, g.n_cols), str(self.group["gram"].dtype))
+        return TileTarget(self.folder, (g.n_rows, g.n_cols), str(self.group["gram"].dtype), lease,
+                          self.store.checksum_format)
 
-    def embedding_cache(self) -> Any:
+    def embedding_cache(self, lease: Any = None) -> Any:
         """The store's kept embeddings are read (when it keeps them); every chunk embedded now
         is kept in the staging group (committed with the tiles), so the next append reads them all."""
         from gramdist.engine.store.state import EmbeddingCache
 
         read_from = self.store.location.resolved() if self.store.keeps_embeddings else None
-        return EmbeddingCache(read_from, self.folder)
+        return EmbeddingCache(read_from, self.folder, lease)
 
     def progress(self) -> tuple[int, int]:
         grid = self.grid
@@ -195,9 +196,9 @@ class Staging:
         for rec in ("tiles_done", "tile_checksums"):
             create_record_array(root, rec, grid, overwrite=True)
         write_done_mask(root, mask, sums)
-        for vec in ("diag", "diag_cols", "y", "graph_ids"):
+        for vec in ("diag", "diag_cols", "y", "graph_ids", "graph_ids_cols"):
             if present(group, vec):
-                write_vector(root, vec, read_array(group, vec, path / self.name), GRAM_ARRAYS[vec].dims)
+                self.store._write_vector(vec, read_array(group, vec, path / self.name))
         root.attrs.update(as_jsonable(dict(group.attrs["commit_attrs"])) | {
             "generation": generation + 1, "pending_append": None,
             "diag_complete": bool(group.attrs.get("diag_complete"))})
@@ -223,11 +224,11 @@ def begin_append(store: GramStore, grid: TileGrid, *, mask: np.ndarray, checksum
         write_vector(group, key, values, GRAM_ARRAYS[key].dims)
     key = "dataset_checksum" if grid.symmetric else "test_checksum"
     commit_attrs = {key: grown_checksum, "appends": store.appends + [asdict(entry)],
-                    "gramdist_version": entry.gramdist_version, "keep_embeddings": True,
+                    "gramdist_version": entry.gramdist_version, "keep_embeddings": True, "damaged_vectors": None,
                     "checksummed": True}  # every record array is rewritten whole by the commit
     # the state lives in the main store: the staging group never fits one
     group.attrs.update({"checksummed": True, "state_complete": True, "diag_complete": False,
-                        "tile_size": grid.tile, "symmetric": grid.symmetric,
+                        "tile_size": grid.tile, "symmetric": grid.symmetric, "checksum_format": store.checksum_format,
                         "commit_attrs": as_jsonable(commit_attrs)})
     old = store.grid
     store.root.attrs["pending_append"] = as_jsonable({

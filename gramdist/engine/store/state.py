@@ -47,6 +47,15 @@ def read_state_group(group: Any, where: str) -> KernelState:
     return KernelState.from_store_parts(arrays, group.attrs.get("kernel_attrs", {}))
 
 
+def state_digest(state: KernelState) -> str:
+    """A digest of a fitted state (its arrays and its JSON part), recorded when it is written."""
+    import json
+
+    return digest_arrays({**{f"array:{k}": v for k, v in state.arrays.items()},
+                          "attrs": np.frombuffer(json.dumps(as_jsonable(state.attrs), sort_keys=True).encode(),
+                                                 dtype=np.uint8)})
+
+
 def state_attrs(group: Any) -> dict[str, Any]:
     return dict(group.attrs.get("kernel_attrs", {}))
 
@@ -78,6 +87,7 @@ class EmbeddingCache:
 
     read_from: str | None
     write_to: str | None
+    lease: Any = None  # a :class:`~.lock.Lease` checked before every write
 
     def get(self, name: str, checksum: str) -> Any | None:
         return None if self.read_from is None else read_embedding(self.read_from, name, checksum)
@@ -85,6 +95,8 @@ class EmbeddingCache:
     def put(self, name: str, emb: Any, checksum: str) -> bool:
         if self.write_to is None:
             return False
+        if self.lease is not None:
+            self.lease.check()
         try:
             return write_embedding(self.write_to, name, emb, checksum)
         except Exception:  # noqa: BLE001 - keeping it is an optimisation: never fail the chunk for it
@@ -140,6 +152,22 @@ def read_embedding(path: str, name: str, checksum: str) -> Any | None:
         return cls(**values)
     except Exception:  # noqa: BLE001 - a damaged cache entry: the chunk is embedded again
         return None
+
+
+def embedding_problem(folder: Any) -> str | None:
+    """What is wrong with a kept embedding's folder (None when it reads and matches its digest)."""
+    try:
+        group = zarr.open_group(str(folder), mode="r")
+        attrs = dict(group.attrs)
+        if not attrs.get("complete"):
+            return "was never completely written"
+        values = {k: None for k in attrs.get("none", [])}
+        values.update({name: np.asarray(arr[...]) for name, arr in group.arrays()})
+    except Exception as exc:  # noqa: BLE001
+        return f"cannot be read ({type(exc).__name__}: {exc})"
+    if attrs.get("digest") != digest_arrays(values):
+        return "does not match the digest recorded when it was kept"
+    return None
 
 
 def check_state_readable(root: Any, where: Any) -> str | None:

@@ -1,8 +1,13 @@
-"""Bring an older store up to date (``gramdist upgrade``): metadata only, never the data.
+"""Bring an older store up to date (``gramdist upgrade``): metadata and checksums, never the data.
 
-Stores of gramdist 0.1.0 lack the dimension names xarray needs (and a symmetric store's
-``graph_ids_cols``); :func:`upgrade_gram_store` adds them. The Gram's chunks, the done-mask and
-the checksums are not touched, so the store resumes and verifies as before.
+* Stores of gramdist 0.1.0 lack the dimension names xarray needs (and a symmetric store's
+  ``graph_ids_cols``): added.
+* Stores of 0.1 and 0.2 record checksums that cannot see everything (format 1, see
+  :mod:`.checksums`), or none: every written tile is checked with what the store has (format 1
+  checksums, else only that it decodes, and agrees with its mirror), then recorded in format 2,
+  with digests of the labels, ids, diagonal and fitted state. A tile that fails its old check is
+  unmarked (the store is then incomplete and its job recomputes it). The Gram's values are not
+  touched.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from gramdist.engine.store.layout import GRAM_ARRAYS, GRAM_COORDINATES
 from gramdist.engine.store.state import state_array_names, state_dimensions
@@ -38,10 +45,58 @@ def missing_dimension_names(store: Any) -> list[str]:
     return sorted(out)
 
 
+def outdated_checksums(store: Any) -> bool:
+    return store.checksum_format < 2 or not store.vector_checksums
+
+
+def upgrade_checksums(store: Any) -> list[str]:
+    """Re-record an older Gram store's checksums in format 2 (see the module docstring); returns
+    what was done, one line each."""
+    from gramdist.engine.store.checksums import CHECKSUM_FORMAT, tile_checksum
+    from gramdist.engine.store.gram import create_record_array, tile_damage
+    from gramdist.engine.store.state import state_digest
+
+    if not outdated_checksums(store):
+        return []
+    grid, root = store.grid, store.root
+    mask = store.done_mask()
+    bad = tile_damage(root, grid, mask, where=store.location)  # format 1, or decoding only without checksums
+    if not store.checksummed:
+        create_record_array(root, "tile_checksums", grid, overwrite=True)
+    sums = np.zeros(grid.shape, dtype=np.uint64)
+    for tl in grid.tiles():
+        if mask[tl] and tl not in bad:
+            (r0, r1), (c0, c1) = grid.row_range(tl[0]), grid.col_range(tl[1])
+            sums[tl] = tile_checksum(store.read_block((r0, r1), (c0, c1)), CHECKSUM_FORMAT)
+        else:
+            mask[tl] = False
+    store._set(checksum_format=CHECKSUM_FORMAT, checksummed=True)
+    store.save_progress(mask, sums)
+    for name in ("y", "y_cols", "diag", "diag_cols", "graph_ids", "graph_ids_cols", "fit_indices"):
+        if name in root and not (name.startswith("diag") and not store.diag_complete):
+            store._record_digest(name, _digest(root[name]))
+    if store.state_complete:
+        store._record_digest("state", state_digest(store.read_state()))
+    lines = [f"re-recorded the checksums of {grid.count_done(mask)} tiles in the format that sees every value, and "
+             "the digests of the labels, ids, diagonal and fitted state"]
+    if bad:
+        store.mark_incomplete()
+        lines.append(f"unmarked {len(bad)} tile(s) that failed their old check; {store.rerun_hint()}")
+    else:
+        store.mark_complete()
+    return lines
+
+
+def _digest(arr: Any) -> str:
+    from gramdist.engine.store.checksums import array_digest
+
+    return array_digest(np.asarray(arr[...]))
+
+
 def upgrade_gram_store(store: Any) -> list[str]:
     """Give every array of an older store the dimension names of this version; returns the
     arrays changed (none for a current store). The caller holds the store's lock when a job
-    might be writing into it; ``store`` is open for writing."""
+    might be writing into it; ``store`` is open for writing. (Checksums: :func:`upgrade_checksums`.)"""
     todo = missing_dimension_names(store)
     root = store.root
     for name in todo:
