@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from gramdist.graphs import GraphBatch
+from gramdist.kernels.base import check_param
 from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
 from gramdist.kernels.hashing import as_u64, combine, tag
 
@@ -36,28 +37,52 @@ _EDGE = tag("histogram.edge")
 
 
 class VertexHistogramKernel(SparseFeatureKernel):
-    """Vertex histogram: the dot product of node-label count vectors (no parameters)."""
+    """Vertex histogram: the dot product of node-label count vectors.
+
+    Parameters
+    ----------
+    use_labels : bool, default True
+        False: ignore node labels (every node label 0, so ``k = |V|·|V'|``).
+    """
 
     name = "vertex_histogram"
 
-    def __init__(self) -> None:
-        pass
+    def __init__(self, use_labels: bool = True) -> None:
+        self.use_labels = use_labels
+
+    def validate(self) -> None:
+        check_param(isinstance(self.use_labels, bool), self.name, "use_labels",
+                    f"must be true or false, got {self.use_labels!r}")
 
     def features(self, graphs: GraphBatch) -> SparseFeatures:
-        labels = graphs.node_labels if graphs.node_labels is not None else np.zeros(graphs.n_nodes, np.int64)
+        labels = graphs.node_labels
+        if labels is None or not self.use_labels:
+            labels = np.zeros(graphs.n_nodes, np.int64)
         keys = combine(_VERTEX, as_u64(labels))
         return SparseFeatures.from_pairs(graphs.node_graph, keys, 1.0, len(graphs))
 
 
 class EdgeHistogramKernel(SparseFeatureKernel):
-    """Edge histogram: the dot product of edge-label count vectors (no parameters)."""
+    """Edge histogram: the dot product of edge-label count vectors.
+
+    Parameters
+    ----------
+    use_edge_labels : bool, default True
+        False: ignore edge labels (every edge label 0, so ``k = |E|·|E'|``).
+    """
 
     name = "edge_histogram"
 
-    def __init__(self) -> None:
-        pass
+    def __init__(self, use_edge_labels: bool = True) -> None:
+        self.use_edge_labels = use_edge_labels
+
+    def validate(self) -> None:
+        check_param(isinstance(self.use_edge_labels, bool), self.name, "use_edge_labels",
+                    f"must be true or false, got {self.use_edge_labels!r}")
 
     def features(self, graphs: GraphBatch) -> SparseFeatures:
-        labels = graphs.edge_labels if graphs.edge_labels is not None else np.zeros(graphs.n_edges, np.int64)
+        labels = graphs.edge_labels
+        if labels is None or not self.use_edge_labels:
+            labels = np.zeros(graphs.n_edges, np.int64)
         keys = combine(_EDGE, as_u64(labels))
         return SparseFeatures.from_pairs(graphs.edge_graph, keys, 1.0, len(graphs))

@@ -145,14 +145,27 @@ class NHEmbedding:
 
 
 def nh_ratio(common: list[np.ndarray], na: np.ndarray, nb: np.ndarray) -> np.ndarray:
-    """``(1/R) Σ_r c_r / (n_a + n_b - c_r)`` element-wise, levels added in order; 0/0 -> 0."""
-    total = np.zeros(np.broadcast_shapes(common[0].shape, np.shape(na), np.shape(nb)))
-    size = na + nb
-    with np.errstate(divide="ignore", invalid="ignore"):
+    """``(1/R) Σ_r c_r / (n_a + n_b - c_r)`` element-wise, levels added in order; 0/0 -> 0.
+
+    ``n_a + n_b - c_r >= max(n_a, n_b)``, so the denominator is 0 only between two empty graphs.
+    Each entry's arithmetic is the same whatever the shape (element-wise operations in a fixed
+    order); 2-D blocks are processed in bands of rows so that temporaries stay in cache.
+    """
+    size = np.add(na, nb)
+    out = np.zeros(size.shape)
+    band = 128 if out.ndim == 2 else max(1, len(out))
+    for lo in range(0, max(1, out.shape[0]), band):
+        sl = slice(lo, lo + band)
+        s = size[sl]
+        total = out[sl]
         for c in common:
-            den = size - c
-            total += np.where(den > 0, c / np.where(den > 0, den, 1.0), 0.0)
-    return total / len(common)
+            cs = c[sl]
+            den = s - cs
+            ratio = np.zeros(den.shape)
+            np.divide(cs, den, out=ratio, where=den > 0)
+            total += ratio
+        total /= len(common)
+    return out
 
 
 class NeighborhoodHashKernel(GraphKernel):

@@ -40,6 +40,11 @@ Choices
   chain, so the hierarchy is implicit).
 * Graphs without node labels: every node has label 0. Edge labels and attributes are
   ignored, as in the paper's WL-OA.
+* Isolated nodes count like any other node (at every iteration their label is refined by
+  the empty neighbourhood). GraKeL leaves them out entirely (its relabelling loops over its
+  edge dictionary, which has no entry for them, and it builds the histograms from the last
+  iteration's labels), so on graphs with isolated nodes GraKeL's Gram is ours on the graphs
+  without those nodes (tested on ENZYMES).
 * Memory: a chunk's embedding holds ``(h+1)·|V|`` features; a tile holds two chunks'
   embeddings and the dense block, never the whole Gram.
 """
