@@ -39,6 +39,12 @@ Choices
 * Graphs without node labels: every node has label 0 (then ``n_i(v)`` is the number of
   lazy walks of length ``i`` from ``v``). Edge labels and attributes are ignored; a
   self-loop adds the node's own code once more.
+* Isolated nodes keep their code (``x_i = x_0``) and count at every iteration. GraKeL's
+  ``HadamardCode`` aggregates over its edge dictionary, which has no entry for them: they
+  count at iteration 0 and vanish afterwards (tested: GraKeL's Gram is ours at iteration 0
+  plus ours at iterations 1..h on the graphs without their isolated nodes). GraKeL also
+  raises "unsupported label purpose" when given ``grakel.Graph`` objects; it accepts
+  ``[adjacency dict, label dict]`` pairs.
 * The paper's *shortened* Hadamard code (fixed-width bit arrays that may overflow) is not
   implemented: it approximates the exact codes computed here.
 """

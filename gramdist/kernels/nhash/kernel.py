@@ -97,10 +97,14 @@ def _xor_segments(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
     """XOR of each segment ``values[indptr[i]:indptr[i+1]]`` (empty segments give 0)."""
     n = len(indptr) - 1
     out = np.zeros(n, dtype=np.uint64)
+    if len(values) == 0 or n == 0:
+        return out
+    # a trailing 0 makes every start a valid index (XOR with 0 changes nothing): the last
+    # segment then runs to the end, and no start is clamped into its predecessor's range
+    ext = np.append(np.asarray(values, dtype=np.uint64), np.uint64(0))
+    red = np.bitwise_xor.reduceat(ext, indptr[:-1])
     nonempty = indptr[1:] > indptr[:-1]
-    if len(values):
-        red = np.bitwise_xor.reduceat(values, np.minimum(indptr[:-1], len(values) - 1))
-        out[nonempty] = red[nonempty]
+    out[nonempty] = red[nonempty]
     return out
 
 
