@@ -55,7 +55,7 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
-from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
+from gramdist.kernels.features.sparse_features import dot, sq_norms
 from gramdist.kernels.hashing import as_u64, mix, tag
 from gramdist.kernels.wloa.intersection import unary_features
 

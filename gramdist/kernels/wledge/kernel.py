@@ -8,18 +8,18 @@ iterations), with the edge base kernel
 
     k_E(G_i, G'_i) = Σ_{e ∈ E} Σ_{e' ∈ E'} δ(ℓ_i(e), ℓ_i(e')),
 
-where ``ℓ_i({u, v})`` is the unordered pair of the endpoints' labels at iteration ``i``
-(the paper: "two edges are identical if they have the same (unordered) pair of endpoint
-labels"), extended by the edge's own label when edges are labelled. Hence explicit
-features: ``φ(G) = (#edges of G with key (i, {ℓ_i(u), ℓ_i(v)}, edge label))`` and
+where ``ℓ_i({u, v})`` is the unordered pair of the endpoints' labels at iteration ``i`` (two
+edges match when their endpoint labels agree as unordered pairs), extended by the edge's own
+label when edges are labelled. Hence explicit features: ``φ(G) = (#edges of G with key (i, {ℓ_i(u), ℓ_i(v)}, edge label))`` and
 ``k = <φ(G), φ(G')>``.
 
 Choices the paper leaves open
 -----------------------------
 * **Edge labels**: with ``use_edge_labels=True`` (default) and a dataset that has edge
-  labels, an edge's key also holds its label (the paper: "for edge-labelled graphs, edge
-  labels can be taken into account" — matched edges then also agree on their label);
-  ``False``, or a dataset without edge labels, compares endpoint labels only. The WL
+  labels, an edge's key also holds its label, so matched edges also agree on their label
+  (the paper's base kernel on edges allows for edge labels without fixing how; this is the
+  delta kernel on the triple); ``False``, or a dataset without edge labels, compares endpoint
+  labels only. The WL
   relabelling itself never uses edge labels (as in the WL subtree kernel).
 * **Weights**: every iteration has weight 1 (the paper's uniform ``α_i``).
 * **Iteration 0** counts (edges by their original endpoint labels), so ``h = 0`` is the

@@ -44,7 +44,12 @@ Choices
   the empty neighbourhood). GraKeL leaves them out entirely (its relabelling loops over its
   edge dictionary, which has no entry for them, and it builds the histograms from the last
   iteration's labels), so on graphs with isolated nodes GraKeL's Gram is ours on the graphs
-  without those nodes (tested on ENZYMES).
+  without those nodes (tested on ENZYMES). The TUDataset C++ ``compute_wloa_dense`` names
+  colours without the iteration, and a node without neighbours keeps its colour, so an
+  isolated node adds to the same histogram bin at every iteration (``min`` of merged counts
+  instead of the sum of per-iteration ``min``); on graphs without isolated nodes (MUTAG,
+  PTC_MR) its Gram is ours (tested when the module is available). With
+  ``use_labels=false`` it also skips iteration 0; ours always counts it.
 * Memory: a chunk's embedding holds ``(h+1)·|V|`` features; a tile holds two chunks'
   embeddings and the dense block, never the whole Gram.
 """
