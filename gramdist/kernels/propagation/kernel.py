@@ -21,6 +21,7 @@ Propagation (``scheme``)
 * ``"label_propagation"`` (the paper's scheme for partially labelled graphs): after each
   step the labelled nodes are pushed back to their initial distribution,
   ``P_{t+1}[L] = P_0[L]`` (the authors' ``label_propagation.m``).
+  With every node labelled nothing moves (``P_t = P_0``): use it with ``missing_label``.
 
 Initial distributions: a labelled node has the point mass on its label; with
 ``missing_label`` set, nodes carrying that label value are *unlabelled* and start from the
