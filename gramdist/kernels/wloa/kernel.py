@@ -44,11 +44,15 @@ Choices
   the empty neighbourhood). GraKeL leaves them out entirely (its relabelling loops over its
   edge dictionary, which has no entry for them, and it builds the histograms from the last
   iteration's labels), so on graphs with isolated nodes GraKeL's Gram is ours on the graphs
-  without those nodes (tested on ENZYMES). The TUDataset C++ ``compute_wloa_dense`` names
-  colours without the iteration, and a node without neighbours keeps its colour, so an
-  isolated node adds to the same histogram bin at every iteration (``min`` of merged counts
-  instead of the sum of per-iteration ``min``); on graphs without isolated nodes (MUTAG,
-  PTC_MR) its Gram is ours (tested when the module is available). With
+  without those nodes (tested on ENZYMES).
+* The TUDataset C++ ``compute_wloa_dense`` names a colour by Szudzik pairings of the node's
+  colour with its sorted neighbours' colours, with no iteration tag and no length, so small
+  label values collide across iterations and degrees (``pairing(0, 0) = 0``: on MUTAG a
+  carbon whose neighbours are all carbons keeps colour 0 at every iteration, whatever its
+  degree) and a node without neighbours keeps its colour; merged bins give larger min-sums
+  (up to +6 per entry on MUTAG at h = 1). With every label shifted by 1000 no such collision
+  occurs and its Gram is ours exactly (tested on MUTAG and PTC_MR, which have no isolated
+  nodes, when the module is available). With
   ``use_labels=false`` it also skips iteration 0; ours always counts it.
 * Memory: a chunk's embedding holds ``(h+1)·|V|`` features; a tile holds two chunks'
   embeddings and the dense block, never the whole Gram.
