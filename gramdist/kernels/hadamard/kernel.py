@@ -23,8 +23,9 @@ row ``H_σ``, in wrapping uint64 arithmetic: ``x_i(v) = Σ_σ n_i(v)[σ] r_σ mo
 different count vectors collide only if ``Σ_σ (n - n')[σ] r_σ ≡ 0 (mod 2^64)``, of
 probability ``2^(k-64)`` for counts whose difference is divisible by exactly ``2^k``
 (``k < 30`` for any realistic graph, so below ``2^-34`` per pair). Unlike a Hadamard matrix
-sized from the fit set (GraKeL rebuilds a larger one when ``transform`` meets new labels,
-which silently changes the fitted graphs' codes), the codes need no dictionary: labels
+sized from the fit set (GraKeL rebuilds it at ``transform`` from the enlarged label count,
+so when new labels push that count past a power of two the new graphs' codes are longer
+vectors that match no fitted graph's), the codes need no dictionary: labels
 unseen at fit time are handled exactly, and ``fit`` learns nothing. The tests check the
 kernel against a literal Hadamard-matrix implementation and against GraKeL's
 ``HadamardCode``.
