@@ -33,6 +33,14 @@ KERNELS: dict[str, str] = {
     "matching": "gramdist.kernels.matching.kernel:AdaptiveMatchingKernel",
     "nspdk": "gramdist.kernels.features.nspdk:NSPDKKernel",
     "odd": "gramdist.kernels.features.odd:ODDSTKernel",
+    "wl_edge": "gramdist.kernels.wledge.kernel:WLEdgeKernel",
+    "wloa": "gramdist.kernels.wloa.kernel:WLOAKernel",
+    "vertex_histogram": "gramdist.kernels.histogram.kernel:VertexHistogramKernel",
+    "edge_histogram": "gramdist.kernels.histogram.kernel:EdgeHistogramKernel",
+    "nh": "gramdist.kernels.nhash.kernel:NeighborhoodHashKernel",
+    "hadamard": "gramdist.kernels.hadamard.kernel:HadamardCodeKernel",
+    "propagation": "gramdist.kernels.propagation.kernel:PropagationKernel",
+    "propagation_attr": "gramdist.kernels.propagation.kernel:PropagationAttrKernel",
 }
 
 
