@@ -33,6 +33,11 @@ KERNELS: dict[str, str] = {
     "matching": "gramdist.kernels.matching.kernel:AdaptiveMatchingKernel",
     "nspdk": "gramdist.kernels.features.nspdk:NSPDKKernel",
     "odd": "gramdist.kernels.features.odd:ODDSTKernel",
+    "wwl": "gramdist.kernels.wwl.kernel:WWLKernel",
+    "pyramid_match": "gramdist.kernels.pyramid.kernel:PyramidMatchKernel",
+    "lovasz_theta": "gramdist.kernels.theta.kernel:LovaszThetaKernel",
+    "svm_theta": "gramdist.kernels.theta.kernel:SvmThetaKernel",
+    "core": "gramdist.kernels.core.kernel:CoreKernel",
 }
 
 
