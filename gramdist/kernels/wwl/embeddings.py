@@ -6,7 +6,8 @@ Categorical labels (paper, Definition 1)
     :func:`gramdist.kernels.features.wl.wl_labels` (the same labels as the ``wl`` kernel), so
     two nodes of any two graphs, fitted or not, share a label exactly when their WL
     signatures are equal (up to a 2^-64 collision probability per pair of labels).
-    Graphs without node labels get label 0 on every node.
+    Graphs without node labels get label 0 on every node; a self-loop makes a node its own
+    neighbour once (the ``wl`` kernel's convention).
 
 Continuous attributes (paper, Definition 2)
     ``a^{(0)}(v)`` is the node's attribute vector, standardised with the mean and standard

@@ -43,7 +43,9 @@ Choices the paper leaves open (and where the authors' package differs)
   rounding, much slower). Continuous distances always solve the transport problem
   (``ot.emd2``), or Sinkhorn with ``sinkhorn=True`` (``sinkhorn_reg``: the entropic
   regularisation, default 0.01 as in the package; ``sinkhorn_max_iter``: default 1000 with
-  POT's stopping threshold 1e-9 — the package stops at 50 iterations).
+  POT's stopping threshold 1e-9 — the package stops at 50 iterations). At the sizes of graph
+  datasets Sinkhorn is *slower* than the exact network simplex (about 30 ms against 0.05 ms
+  per pair of 20-node graphs at ``reg = 0.01``); it is offered for parity with the paper.
 * Graphs without nodes: distance 0 between two of them (K = 1), +inf to any other (K = 0).
 * The package's ``wwl()`` helper passes the distance matrix to scikit-learn's
   ``laplacian_kernel``, which treats each *row* of D as a feature vector

@@ -140,33 +140,48 @@ def cost_matrix(ra: np.ndarray, rb: np.ndarray) -> np.ndarray:
     return np.sqrt(sq)
 
 
+def _order_key(rows: np.ndarray, counts: np.ndarray) -> bytes:
+    """A total order on node sets, so that each pair's problem is posed the same way round."""
+    return len(rows).to_bytes(8, "little") + counts.tobytes() + np.ascontiguousarray(rows).tobytes()
+
+
 def transport_distances(a: NodeSets, b: NodeSets, *, sinkhorn: bool = False, reg: float = 0.01,
                         max_iter: int = 1000, emd_max_iter: int = 10_000_000) -> np.ndarray:
-    """(len(a), len(b)) distances, one POT problem per pair (``ot.emd2`` or ``ot.sinkhorn``)."""
+    """(len(a), len(b)) distances, one POT problem per pair (``ot.emd2`` or ``ot.sinkhorn``).
+
+    Each pair's problem is posed with the smaller node set (in a fixed total order) first, so
+    D(G, G') and D(G', G) are the same bits: a Gram's mirrored half and a ``transform`` block
+    agree exactly. Sinkhorn uses POT's ``sinkhorn_stabilized`` (log-domain absorption, as fast
+    as the plain iteration here and free of its underflow when ``reg`` is small against the costs).
+    """
     import ot
 
     out = np.empty((len(a), len(b)), dtype=np.float64)
     wa = [a.graph(i) for i in range(len(a))]
     wb = [b.graph(j) for j in range(len(b))]
-    same = a is b  # a diagonal tile: compute the upper triangle, mirror it (a symmetric problem)
-    for i, (ra, ca) in enumerate(wa):
-        for j, (rb, cb) in enumerate(wb):
+    ka = [_order_key(r, c) for r, c in wa]
+    kb = ka if a is b else [_order_key(r, c) for r, c in wb]
+    same = a is b  # a diagonal tile: compute the upper triangle, mirror it (the problems are symmetric)
+    for i in range(len(a)):
+        for j in range(len(b)):
             if same and j < i:
                 out[i, j] = out[j, i]
                 continue
+            (ra, ca), (rb, cb), na, nb = wa[i], wb[j], float(a.n_nodes[i]), float(b.n_nodes[j])
             if len(ra) == 0 or len(rb) == 0:
                 out[i, j] = 0.0 if len(ra) == len(rb) else np.inf
                 continue
-            if not sinkhorn and len(ra) == len(rb) and np.array_equal(ra, rb) and np.array_equal(ca, cb):
+            if ka[i] == kb[j] and not sinkhorn:
                 out[i, j] = 0.0  # the same node set: the diagonal plan, exactly 0 (the simplex may leave dust)
                 continue
+            if kb[j] < ka[i]:
+                (ra, ca, na), (rb, cb, nb) = (rb, cb, nb), (ra, ca, na)
             c = cost_matrix(ra, rb)
-            pa = ca / float(a.n_nodes[i])
-            pb = cb / float(b.n_nodes[j])
+            pa, pb = ca / na, cb / nb
             if sinkhorn:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    plan = ot.sinkhorn(pa, pb, c, reg, method="sinkhorn_log", numItermax=max_iter, warn=False)
+                    plan = ot.sinkhorn(pa, pb, c, reg, method="sinkhorn_stabilized", numItermax=max_iter, warn=False)
                 out[i, j] = float(np.sum(plan * c))
             else:
                 out[i, j] = float(ot.emd2(pa, pb, c, numItermax=emd_max_iter))
