@@ -51,7 +51,8 @@ from gramdist.kernels.hashing import combine, mix, tag
 from gramdist.kernels.pyramid.spectral import spectral_embedding
 
 _TAG = tag("pyramid_match.cell")
-_COPY = np.uint64(0x632BE59BD9B4E019)
+_COPY = np.uint64(0x632BE59BD9B4E019)  # second copy of an odd-exponent feature (embedding)
+_FV_COPY = np.uint64(0x8CB92BA72F3D8DD7)  # second copy of every feature (feature_vectors, L+1 odd)
 
 
 def level_exponent(level: int, levels: int) -> int:
@@ -156,7 +157,7 @@ class PyramidMatchKernel(SparseFeatureKernel):
             return SparseFeatures(emb.indptr.copy(), emb.keys.copy(), emb.values * 2.0 ** -(L1 // 2))
         v = emb.values * 2.0 ** -((L1 + 1) // 2)
         rows = emb.row_index
-        return SparseFeatures.from_pairs(np.concatenate([rows, rows]), np.concatenate([emb.keys, mix(emb.keys ^ _COPY)]),
+        return SparseFeatures.from_pairs(np.concatenate([rows, rows]), np.concatenate([emb.keys, mix(emb.keys ^ _FV_COPY)]),
                                          np.concatenate([v, v]), len(emb))
 
     def report(self, state: KernelState) -> list[str]:
