@@ -63,6 +63,7 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+from threadpoolctl import threadpool_limits
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
@@ -190,6 +191,10 @@ class _ThetaKernel(GraphKernel):
         """(s,) values of the (s, d) subsets (node indices) under the representation."""
         raise NotImplementedError
 
+    def _values(self, reps: dict, requests: list[tuple[int, int, np.ndarray]]) -> list[np.ndarray]:
+        """The values of every request (graph, size, subsets); subclasses may batch them."""
+        return [self._subset_values(reps[g], subsets) for g, _, subsets in requests]
+
     # ------------------------------------------------------------ contract
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
         return KernelState(arrays={}, attrs={"seed": int(seed), "fit_graphs": len(graphs)})
@@ -203,19 +208,26 @@ class _ThetaKernel(GraphKernel):
         seed = int(state.attrs.get("seed", 0)) & 0xFFFFFFFFFFFFFFFF
         hashes = graph_hashes(graphs)
         not_converged = 0
-        for g in range(len(graphs)):
-            n = int(graphs.nodes_per_graph[g])
-            plan = samples_per_size(n, lo, hi, s_max)
-            if not plan:
-                continue
-            rep, ok = self._graph_state(n, simple_edges(graphs, g))
-            not_converged += not ok
-            h = int(hashes[g])
-            rng = np.random.default_rng([seed & 0xFFFFFFFF, seed >> 32, h & 0xFFFFFFFF, h >> 32])
-            for d, s in plan.items():
-                subsets = np.sort(np.stack([rng.choice(n, size=d, replace=False) for _ in range(s)]), axis=1)
-                values[g, d - lo, :s] = self._subset_values(rep, subsets)
-                counts[g, d - lo] = s
+        reps: dict[int, object] = {}
+        requests: list[tuple[int, int, np.ndarray]] = []
+        # one BLAS thread: the solvers' small problems gain nothing from threads, and a graph's
+        # values must not depend on the thread count of the worker computing them
+        with threadpool_limits(1):
+            for g in range(len(graphs)):
+                n = int(graphs.nodes_per_graph[g])
+                plan = samples_per_size(n, lo, hi, s_max)
+                if not plan:
+                    continue
+                reps[g], ok = self._graph_state(n, simple_edges(graphs, g))
+                not_converged += not ok
+                h = int(hashes[g])
+                rng = np.random.default_rng([seed & 0xFFFFFFFF, seed >> 32, h & 0xFFFFFFFF, h >> 32])
+                for d, cnt in plan.items():
+                    subsets = np.sort(np.stack([rng.choice(n, size=d, replace=False) for _ in range(cnt)]), axis=1)
+                    requests.append((g, d, subsets))
+            for (g, d, subsets), vals in zip(requests, self._values(reps, requests)):
+                values[g, d - lo, :len(subsets)] = vals
+                counts[g, d - lo] = len(subsets)
         emb = ThetaSamples(values, counts)
         emb.not_converged = not_converged  # type: ignore[attr-defined]
         if self.base_kernel == "linear":
@@ -343,6 +355,22 @@ class LovaszThetaKernel(_ThetaKernel):
         k = np.asarray(rep)
         ks = k[subsets[:, :, None], subsets[:, None, :]]
         return 1.0 / simplex_min(ks)
+
+    def _values(self, reps: dict, requests: list[tuple[int, int, np.ndarray]]) -> list[np.ndarray]:
+        """All subsets of one size, over every graph of the chunk, in one :func:`simplex_min`
+        call (each matrix is solved on its own, so a value does not depend on the batch)."""
+        out: list[np.ndarray] = [np.zeros(0)] * len(requests)
+        for d in sorted({d for _, d, _ in requests}):
+            idx = [i for i, (_, dd, _) in enumerate(requests) if dd == d]
+            ks = np.concatenate([np.asarray(reps[requests[i][0]])[requests[i][2][:, :, None], requests[i][2][:, None, :]]
+                                 for i in idx])
+            vals = 1.0 / simplex_min(ks)
+            start = 0
+            for i in idx:
+                m = len(requests[i][2])
+                out[i] = vals[start:start + m]
+                start += m
+        return out
 
     def theta(self, graphs: GraphBatch) -> np.ndarray:
         """(G,) Lovász numbers θ(G) of the graphs (the SDP's optimum)."""

@@ -9,7 +9,8 @@ Unit vectors ``u_i`` with ``u_i ⟂ u_j`` whenever i and j are *not* adjacent, a
 :func:`lovasz_representation` solves the dual SDP ``θ = min t`` s.t.
 ``S = t I - J + Σ_{ij∈E} y_ij (E_ij + E_ji) ⪰ 0`` with cvxopt's interior-point ``solvers.sdp``
 (absolute, relative and feasibility tolerances ``tol``, default 1e-8, so θ is exact to
-about 1e-8 relative). Factoring ``S = VᵀV`` and putting ``u_i = (c + v_i)/√t`` with a unit
+about 1e-8 relative). The kernels call these solvers under ``threadpool_limits(1)``, so that
+results do not depend on a worker's BLAS thread count. Factoring ``S = VᵀV`` and putting ``u_i = (c + v_i)/√t`` with a unit
 ``c ⟂ v_i`` gives an optimal representation (``c·u_i = 1/√t`` for every i); only its Gram
 matrix is needed, ``u_i·u_j = (1 + S_ij)/t``, i.e. **K = I + Y/t** (1 on the diagonal, 0 on
 non-edges, ``y_ij/t`` on edges). GraKeL's ``LovaszTheta`` puts the free variables on the
@@ -45,7 +46,6 @@ import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from threadpoolctl import threadpool_limits
 
 from gramdist.errors import JobError
 
@@ -86,8 +86,7 @@ def lovasz_representation(n: int, edges: np.ndarray, tol: float = 1e-8) -> tuple
     h = matrix(-1.0, (n, n))
     c = matrix([0.0] * m + [1.0])
     opts = {"show_progress": False, "abstol": tol, "reltol": tol, "feastol": tol, "maxiters": 200}
-    with threadpool_limits(1):  # the same bits whatever the worker's thread count
-        sol = solvers.sdp(c, Gs=[g], hs=[h], options=opts)
+    sol = solvers.sdp(c, Gs=[g], hs=[h], options=opts)
     if sol["x"] is None:
         raise RuntimeError(f"the Lovász SDP failed on a graph with {n} nodes: {sol['status']}")
     x = np.array(sol["x"]).ravel()
@@ -121,20 +120,19 @@ def simplex_min(ks: np.ndarray, ridge: float = 1e-12) -> np.ndarray:
     best = np.full(b, np.inf)
     if b == 0:
         return best
-    with threadpool_limits(1):
-        for idx in _supports(m):
-            k = idx.shape[1]
-            sub = ks[:, idx[:, :, None], idx[:, None, :]]  # (B, C, k, k)
-            flat = sub.reshape(-1, k, k)
-            rhs = np.ones((len(flat), k, 1))
-            x = np.linalg.solve(flat + ridge * np.eye(k), rhs)[:, :, 0]
-            s = x.sum(axis=1)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                lam = x / s[:, None]
-            ok = np.isfinite(lam).all(axis=1) & (lam >= 0).all(axis=1)
-            val = (lam[:, :, None] * flat * lam[:, None, :]).reshape(len(flat), k * k).sum(axis=1)
-            val = np.where(ok, val, np.inf).reshape(b, -1).min(axis=1)
-            best = np.minimum(best, val)
+    for idx in _supports(m):
+        k = idx.shape[1]
+        sub = ks[:, idx[:, :, None], idx[:, None, :]]  # (B, C, k, k)
+        flat = sub.reshape(-1, k, k)
+        rhs = np.ones((len(flat), k, 1))
+        x = np.linalg.solve(flat + ridge * np.eye(k), rhs)[:, :, 0]
+        s = x.sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam = x / s[:, None]
+        ok = np.isfinite(lam).all(axis=1) & (lam >= 0).all(axis=1)
+        val = (lam[:, :, None] * flat * lam[:, None, :]).reshape(len(flat), k * k).sum(axis=1)
+        val = np.where(ok, val, np.inf).reshape(b, -1).min(axis=1)
+        best = np.minimum(best, val)
     return best
 
 
@@ -145,12 +143,11 @@ def min_eigenvalue(a: sp.csr_matrix) -> float:
     n = a.shape[0]
     if n == 0:
         return 0.0
-    with threadpool_limits(1):
-        if n <= DENSE_MAX:
-            return float(sla.eigvalsh(a.toarray(), subset_by_index=(0, 0))[0])
-        v0 = np.linspace(1.0, 2.0, n)
-        return float(spla.eigsh(a.astype(np.float64), k=1, which="SA", v0=v0, tol=1e-12,
-                                maxiter=100 * n, return_eigenvectors=False)[0])
+    if n <= DENSE_MAX:
+        return float(sla.eigvalsh(a.toarray(), subset_by_index=(0, 0))[0])
+    v0 = np.linspace(1.0, 2.0, n)
+    return float(spla.eigsh(a.astype(np.float64), k=1, which="SA", v0=v0, tol=1e-12,
+                            maxiter=100 * n, return_eigenvectors=False)[0])
 
 
 def svm_theta_matrix(a: sp.csr_matrix, margin: float) -> sp.csr_matrix:
@@ -175,29 +172,28 @@ def one_class_svm(k: np.ndarray | sp.spmatrix, tol: float = 1e-10, max_iter: int
         k = k.tocsc()
     passive = np.ones(n, dtype=bool)
     best, backup = n + 1, 3
-    with threadpool_limits(1):
-        for _ in range(max_iter):
-            x = np.zeros(n)
-            f = np.flatnonzero(passive)
-            if len(f):
-                if sparse:
-                    x[f] = spla.splu(k[f][:, f].tocsc()).solve(np.ones(len(f)))
-                else:
-                    x[f] = np.linalg.solve(k[np.ix_(f, f)], np.ones(len(f)))
-            grad = (k @ x) - 1.0
-            bad = (passive & (x < -tol)) | (~passive & (grad < -tol))
-            n_bad = int(bad.sum())
-            if n_bad == 0:
-                return np.maximum(x, 0.0)
-            if n_bad < best:
-                best, backup = n_bad, 3
-                passive ^= bad
-            elif backup > 0:
-                backup -= 1
-                passive ^= bad
+    for _ in range(max_iter):
+        x = np.zeros(n)
+        f = np.flatnonzero(passive)
+        if len(f):
+            if sparse:
+                x[f] = spla.splu(k[f][:, f].tocsc()).solve(np.ones(len(f)))
             else:
-                i = int(np.flatnonzero(bad)[-1])
-                passive[i] = ~passive[i]
+                x[f] = np.linalg.solve(k[np.ix_(f, f)], np.ones(len(f)))
+        grad = (k @ x) - 1.0
+        bad = (passive & (x < -tol)) | (~passive & (grad < -tol))
+        n_bad = int(bad.sum())
+        if n_bad == 0:
+            return np.maximum(x, 0.0)
+        if n_bad < best:
+            best, backup = n_bad, 3
+            passive ^= bad
+        elif backup > 0:
+            backup -= 1
+            passive ^= bad
+        else:
+            i = int(np.flatnonzero(bad)[-1])
+            passive[i] = ~passive[i]
     raise RuntimeError(f"one-class SVM (block principal pivoting) did not converge in {max_iter} iterations")
 
 
