@@ -136,7 +136,8 @@ def test_subset_value_is_the_smallest_enclosing_cone():
         ours = kernel._subset_values(k, s[None])[0]
         c0 = u[:, s].mean(axis=1)
         x0 = np.append(c0 / np.linalg.norm(c0), 0.0)
-        cons = [{"type": "ineq", "fun": lambda x: x[:-1] @ u[:, s] - x[-1]},
+        us = u[:, s]
+        cons = [{"type": "ineq", "fun": lambda x, us=us: x[:-1] @ us - x[-1]},
                 {"type": "ineq", "fun": lambda x: 1.0 - x[:-1] @ x[:-1]}]
         res = minimize(lambda x: -x[-1], x0, constraints=cons, method="SLSQP",
                        options={"ftol": 1e-14, "maxiter": 1000})

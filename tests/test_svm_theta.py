@@ -65,7 +65,8 @@ def test_alphas_match_libsvm_with_nu_one_over_n(mutag):
 
 def test_alphas_match_cvxopt_qp():
     cvxopt = pytest.importorskip("cvxopt")
-    from cvxopt import matrix, solvers as cs
+    from cvxopt import matrix
+    from cvxopt import solvers as cs
 
     rng = np.random.default_rng(0)
     for trial in range(8):

@@ -69,6 +69,7 @@ from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
 from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
 from gramdist.kernels.hashing import combine, multiset_sum, tag
+from gramdist.kernels.theta import solvers
 from gramdist.kernels.theta.solvers import (
     lovasz_representation,
     one_class_svm,
@@ -223,7 +224,9 @@ class _ThetaKernel(GraphKernel):
                 h = int(hashes[g])
                 rng = np.random.default_rng([seed & 0xFFFFFFFF, seed >> 32, h & 0xFFFFFFFF, h >> 32])
                 for d, cnt in plan.items():
-                    subsets = np.sort(np.stack([rng.choice(n, size=d, replace=False) for _ in range(cnt)]), axis=1)
+                    # d nodes uniformly without replacement, cnt times: the first d of a random
+                    # permutation (argsort of i.i.d. uniforms), sorted
+                    subsets = np.sort(np.argsort(rng.random((cnt, n)), axis=1)[:, :d], axis=1)
                     requests.append((g, d, subsets))
             for (g, d, subsets), vals in zip(requests, self._values(reps, requests)):
                 values[g, d - lo, :len(subsets)] = vals
@@ -408,6 +411,13 @@ class SvmThetaKernel(_ThetaKernel):
 
     def alphas(self, n: int, edges: np.ndarray) -> np.ndarray:
         """The one-class SVM coefficients α of one graph (local edge list)."""
+        if n <= solvers.DENSE_MAX:  # small graphs: dense arrays, no sparse-matrix overhead
+            a = np.zeros((n, n))
+            a[edges[:, 0], edges[:, 1]] = a[edges[:, 1], edges[:, 0]] = 1.0
+            lam = float(np.linalg.eigvalsh(a)[0]) if n else 0.0
+            if len(edges) == 0 or lam >= 0:
+                return np.ones(n)  # K = I
+            return one_class_svm(a / (-lam * (1.0 + float(self.rho_margin))) + np.eye(n))
         a = sp.coo_matrix((np.ones(2 * len(edges)), (np.concatenate([edges[:, 0], edges[:, 1]]),
                                                      np.concatenate([edges[:, 1], edges[:, 0]]))),
                           shape=(n, n)).tocsr()
