@@ -127,12 +127,28 @@ def simple_edges(graphs: GraphBatch, g: int) -> np.ndarray:
 
 
 @dataclass(eq=False)
+class ThetaFeatures(SparseFeatures):
+    """The linear base kernel's embedding: per-size mean values as sparse features, and the
+    number of graphs of the chunk whose solver stopped short of its tolerance."""
+
+    not_converged: int = 0
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "not_converged": self.not_converged}
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self.not_converged = state.get("not_converged", 0)
+
+
+@dataclass(eq=False)
 class ThetaSamples:
     """Sampled subset values of a chunk: ``values`` (G, n_sizes, n_samples) NaN-padded,
     ``counts`` (G, n_sizes) samples per size; sizes are ``lo..hi`` of the kernel."""
 
     values: np.ndarray
     counts: np.ndarray
+    not_converged: int = 0
 
     def __len__(self) -> int:
         return len(self.values)
@@ -141,7 +157,7 @@ class ThetaSamples:
         if isinstance(key, (int, np.integer)):
             i = int(key) + (len(self) if key < 0 else 0)
             key = slice(i, i + 1)
-        return ThetaSamples(self.values[key].copy(), self.counts[key].copy())
+        return ThetaSamples(self.values[key].copy(), self.counts[key].copy())  # counters stay with the chunk
 
     def means(self) -> np.ndarray:
         """(G, n_sizes) mean value per size (0 where a size has no sample)."""
@@ -231,12 +247,10 @@ class _ThetaKernel(GraphKernel):
             for (g, d, subsets), vals in zip(requests, self._values(reps, requests)):
                 values[g, d - lo, :len(subsets)] = vals
                 counts[g, d - lo] = len(subsets)
-        emb = ThetaSamples(values, counts)
-        emb.not_converged = not_converged  # type: ignore[attr-defined]
+        emb = ThetaSamples(values, counts, not_converged)
         if self.base_kernel == "linear":
-            feats = self._linear_features(emb)
-            feats.not_converged = not_converged  # type: ignore[attr-defined]
-            return feats
+            f = self._linear_features(emb)
+            return ThetaFeatures(f.indptr, f.keys, f.values, not_converged=not_converged)
         return emb
 
     def _linear_features(self, emb: ThetaSamples) -> SparseFeatures:
@@ -435,4 +449,4 @@ class SvmThetaKernel(_ThetaKernel):
         return out
 
 
-__all__ = ["LovaszThetaKernel", "SvmThetaKernel", "ThetaSamples", "graph_hashes", "samples_per_size"]
+__all__ = ["LovaszThetaKernel", "SvmThetaKernel", "ThetaFeatures", "ThetaSamples", "graph_hashes", "samples_per_size"]
