@@ -36,7 +36,7 @@ Differences from GraKeL's ``PyramidMatch`` (checked in the tests)
 * GraKeL's graphs with n ≤ d+1 nodes keep the d largest eigenvalues algebraically; we keep
   the largest in magnitude at every size (``spectral.py``).
 
-Cost: the eigendecomposition per graph (O(n^3) dense; ARPACK above 2,000 nodes) and a
+Cost: the eigendecomposition per graph (O(n^3) dense up to 300 nodes; ARPACK, d+4 eigenpairs, above) and a
 sparse dot product per pair over at most n·d·(L+1)·2 unary features.
 """
 
@@ -103,36 +103,38 @@ class PyramidMatchKernel(SparseFeatureKernel):
         lab_rank = lab_rank.ravel().astype(np.int64)
         n_lab = int(lab_rank.max()) + 1 if len(lab_rank) else 1
         node_graph = graphs.node_graph
+        prefix = combine(_TAG, lab)  # per node: the label part of every cell id
         rows, keys, vals = [], [], []
-        for level in range(L + 1):
-            k = 1 << level
-            e = level_exponent(level, L)
-            base_val = 2.0 ** (e // 2)  # e odd: two copies of 2^((e-1)/2)
-            two = e % 2 != 0
-            for q in range(d):
-                present = ~np.isnan(u[:, q])
-                nodes = np.flatnonzero(present)
-                if len(nodes) == 0:
-                    continue
-                b = np.minimum(np.floor(u[nodes, q] * k), k - 1).astype(np.int64)
-                cell = (node_graph[nodes] * n_lab + lab_rank[nodes]) * k + b
-                order = np.argsort(cell, kind="stable")
-                cs = cell[order]
-                new = np.empty(len(cs), dtype=bool)
+        for q in range(d):
+            nodes = np.flatnonzero(~np.isnan(u[:, q]))
+            if len(nodes) == 0:
+                continue
+            fine = np.minimum(np.floor(u[nodes, q] * (1 << L)), (1 << L) - 1).astype(np.int64)
+            # one sort per dimension: bins are nested (bin_l = bin_L >> (L - l)), so the order by
+            # (graph, label, finest bin) is also the order by (graph, label, bin) at every level
+            order = np.argsort((node_graph[nodes] * n_lab + lab_rank[nodes]) * (1 << L) + fine, kind="stable")
+            nd = nodes[order]
+            fine = fine[order]
+            group = node_graph[nd] * n_lab + lab_rank[nd]
+            pre = combine(prefix[nd], np.int64(q))
+            idx = np.arange(len(nd))
+            for level in range(L + 1):
+                b = fine >> (L - level)
+                new = np.empty(len(nd), dtype=bool)
                 new[0] = True
-                new[1:] = cs[1:] != cs[:-1]
+                new[1:] = (group[1:] != group[:-1]) | (b[1:] != b[:-1])
                 start_idx = np.flatnonzero(new)
-                group_start = np.repeat(start_idx, np.diff(np.append(start_idx, len(cs))))
-                rank = np.arange(len(cs)) - group_start
-                nd = nodes[order]
-                key = combine(_TAG, lab[nd], np.int64(level), np.int64(q), b[order], rank)
+                rank = idx - np.repeat(start_idx, np.diff(np.append(start_idx, len(nd))))
+                key = combine(pre, np.int64(level), b, rank)
+                e = level_exponent(level, L)
+                val = np.full(len(nd), 2.0 ** (e // 2))  # e odd: two copies of 2^((e-1)/2)
                 rows.append(node_graph[nd])
                 keys.append(key)
-                vals.append(np.full(len(nd), base_val))
-                if two:
+                vals.append(val)
+                if e % 2:
                     rows.append(node_graph[nd])
                     keys.append(mix(key ^ _COPY))
-                    vals.append(np.full(len(nd), base_val))
+                    vals.append(val)
         if not rows:
             return SparseFeatures.empty(len(graphs))
         return SparseFeatures.from_pairs(np.concatenate(rows), np.concatenate(keys), np.concatenate(vals),

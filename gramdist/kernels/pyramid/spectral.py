@@ -44,7 +44,7 @@ from gramdist.graphs import GraphBatch
 #: embeddings are rounded to multiples of this before binning
 SNAP = 2.0**-32
 #: graphs up to this many nodes use dense eigh
-DENSE_MAX = 2000
+DENSE_MAX = 300
 #: matrix entries per batched eigh call (8 M float64: 64 MiB)
 _BATCH_ELEMENTS = 1 << 23
 

@@ -47,7 +47,7 @@ Choices (the paper leaves them to the user; we follow GraKeL where it is faithfu
   ρ ≥ -λ_min(A); with ρ = -λ_min exactly, K is singular and the α of a graph with an edge
   are not unique (for a single edge, any α_1 + α_2 = 1 is optimal), so subset sums would
   depend on the solver. The margin makes K positive definite and α unique. The QP is solved
-  exactly by block principal pivoting (``solvers.one_class_svm``), dense up to 1,500 nodes and
+  exactly by block principal pivoting (``solvers.one_class_svm``), dense up to 300 nodes and
   sparse (SuperLU) above, memory O(edges) for large graphs. GraKeL's ``SvmTheta`` runs
   libsvm's one-class SVM with ν = 0.5 on the singular K (a different problem: Σα = n/2 with
   α ≤ 1, and K = 0 without the identity for an edgeless graph).

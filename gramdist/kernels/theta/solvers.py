@@ -50,7 +50,7 @@ import scipy.sparse.linalg as spla
 from gramdist.errors import JobError
 
 #: graphs up to this many nodes use dense linear algebra in the SVM-θ solver
-DENSE_MAX = 1500
+DENSE_MAX = 300
 
 
 def require_cvxopt() -> None:
