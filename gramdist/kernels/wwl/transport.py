@@ -16,7 +16,7 @@ them is ``(h+1 - p)/(h+1)`` with ``p`` the length of the common prefix. That is 
 metric of the tree whose nodes at depth t are the WL labels of iteration t (root above
 depth 0), with every edge of length ``1/(2(h+1))``. On a tree the Wasserstein distance is
 the sum over edges of length × |difference of the masses below the edge| (Evans & Matsen
-2012; it is the reason the paper's Theorem 2 holds), hence, with ``c_t(G, σ)`` the number of
+2012; it is why the paper's positive-definiteness result holds), hence, with ``c_t(G, σ)`` the number of
 nodes of G with label σ at iteration t:
 
     D_W(G, G') = 1/(2(h+1)) Σ_t Σ_σ |c_t(G,σ)/n - c_t(G',σ)/n'|
