@@ -253,3 +253,14 @@ def test_engine_transformer_and_job_file(tmp_path, mutag, dataset_dir):
     assert np.array_equal(np.asarray(open_gram(out)[0])[:40, :40], ref)
     state = read_state(out)
     assert "base.labels" in state.arrays and state.attrs["base_name"] == "wl"
+
+
+def test_base_counters_pass_through(mutag):
+    kernel = CoreKernel(base={"name": "svm_theta", "n_samples": 5})
+    assert kernel.has_embedding_counts and not CoreKernel(base="wl").has_embedding_counts
+    state = kernel.fit(mutag[:10], 0)
+    emb = kernel.embed(mutag[:10], state)
+    import pickle
+
+    counts = kernel.embedding_counts(pickle.loads(pickle.dumps(emb)))
+    assert counts["graphs"] == sum(state.attrs["cores_per_level"]) and counts["solver_not_converged"] == 0

@@ -32,6 +32,8 @@ How it runs here
   (``wl``), to rounding otherwise (one sum in key order instead of a sum of per-level sums).
 * Labels, attributes and edge labels are passed to the base kernel unchanged (the cores
   are induced subgraphs); self-loops are ignored by the decomposition but kept in the cores.
+* The base kernel's notes pass through: its ``report`` on the nested state, and its
+  embedding counters summed over every core.
 
 GraKeL's ``CoreFramework`` (checked in the tests with ``WeisfeilerLehman`` as base) computes
 the same sum; its ``min_core`` parameter is ignored by its own ``__init__`` (always -1).
@@ -39,7 +41,8 @@ the same sum; its ``min_core`` parameter is ignored by its own ``__init__`` (alw
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -58,6 +61,20 @@ _PREFIX = "base."
 def kernel_spec(kernel: GraphKernel) -> dict[str, Any]:
     """A kernel as a job-file mapping ``{"name": ..., **params}`` (nested kernels too)."""
     return {"name": kernel.name, **kernel.get_params()}
+
+
+@dataclass(eq=False)
+class CoreFeatures(SparseFeatures):
+    """The explicit-feature embedding of a chunk, with the base kernel's counters over its cores."""
+
+    counts: dict = field(default_factory=dict)
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "counts": self.counts}
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self.counts = dict(state.get("counts", {}))
 
 
 @dataclass(eq=False)
@@ -218,16 +235,19 @@ class CoreKernel(GraphKernel):
         embs = [base.embed(b, bstate) for _, b in levels]
         if not base.has_feature_vectors:
             return CoreEmbedding(len(graphs), members, embs)
+        counts: Counter = Counter()
+        if base.has_embedding_counts:
+            for emb in embs:
+                counts.update(base.embedding_counts(emb))
         rows, keys, vals = [], [], []
         for level, (m, emb) in enumerate(zip(members, embs)):
             fv = base.feature_vectors(emb, bstate)
-            counts = np.diff(fv.indptr)
-            rows.append(np.repeat(m, counts))
+            rows.append(np.repeat(m, np.diff(fv.indptr)))
             keys.append(combine(_TAG, np.int64(level), fv.keys))
             vals.append(fv.values)
-        if not rows:
-            return SparseFeatures.empty(len(graphs))
-        return SparseFeatures.from_pairs(np.concatenate(rows), np.concatenate(keys), np.concatenate(vals), len(graphs))
+        f = (SparseFeatures.from_pairs(np.concatenate(rows), np.concatenate(keys), np.concatenate(vals), len(graphs))
+             if rows else SparseFeatures.empty(len(graphs)))
+        return CoreFeatures(f.indptr, f.keys, f.values, counts=dict(counts))
 
     def pairwise(self, a: CoreEmbedding | SparseFeatures, b: CoreEmbedding | SparseFeatures,
                  state: KernelState) -> np.ndarray:
@@ -256,6 +276,26 @@ class CoreKernel(GraphKernel):
                                       "explicit feature vectors")
         return emb
 
+    @property
+    def has_embedding_counts(self) -> bool:  # type: ignore[override]
+        try:
+            return bool(self.base_kernel().has_embedding_counts)
+        except JobError:
+            return False
+
+    def embedding_counts(self, emb: CoreEmbedding | SparseFeatures) -> dict[str, int]:
+        """The base kernel's counters, summed over the cores of the chunk (every level)."""
+        if isinstance(emb, CoreEmbedding):
+            base = self.base_kernel()
+            total: Counter = Counter()
+            for level in emb.levels:
+                total.update(base.embedding_counts(level))
+            return dict(total)
+        return dict(getattr(emb, "counts", {}))
+
+    def report_embeddings(self, counts: dict[str, int]) -> list[str]:
+        return [f"base (over all cores): {line}" for line in self.base_kernel().report_embeddings(counts)]
+
     def report(self, state: KernelState) -> list[str]:
         base = self.base_kernel()
         per = state.attrs.get("cores_per_level", [])
@@ -279,4 +319,4 @@ def _concat(batches: list[GraphBatch]) -> GraphBatch:
                       edge_attrs=cat("edge_attrs"), y=cat("y"), graph_ids=cat("graph_ids"), name=batches[0].name)
 
 
-__all__ = ["CoreEmbedding", "CoreKernel", "kernel_spec"]
+__all__ = ["CoreEmbedding", "CoreFeatures", "CoreKernel", "kernel_spec"]
