@@ -232,3 +232,13 @@ def test_engine_and_job_file(tmp_path, mutag, dataset_dir):
                         "--json"], capture_output=True, text=True, cwd=ROOT, timeout=240)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1])["complete"]
+
+
+def test_theta_is_invariant_to_node_order(mutag):
+    rng = np.random.default_rng(1)
+    kernel = LovaszThetaKernel()
+    for i in range(4):
+        g = mutag[i]
+        perm = rng.permutation(g.n_nodes)
+        p = GraphBatch.from_graphs([np.argsort(perm)[g.edges]], [g.n_nodes])
+        assert kernel.theta(p)[0] == pytest.approx(kernel.theta(mutag[i:i + 1])[0], rel=1e-7)

@@ -186,3 +186,17 @@ def test_job_file_runs(tmp_path, dataset_dir):
                        timeout=240)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1])["complete"]
+
+
+def test_alphas_follow_a_node_permutation(mutag):
+    """α is unique (K positive definite), so permuting the nodes permutes α; the sampled subsets
+    follow node indices, so the kernel itself is permutation invariant in distribution only."""
+    rng = np.random.default_rng(4)
+    kernel = SvmThetaKernel()
+    for i in range(5):
+        g = mutag[i]
+        perm = rng.permutation(g.n_nodes)
+        p = GraphBatch.from_graphs([np.argsort(perm)[g.edges]], [g.n_nodes])
+        a = kernel.alphas(g.n_nodes, simple_edges(mutag[i:i + 1], 0))
+        b = kernel.alphas(g.n_nodes, simple_edges(p, 0))
+        assert np.allclose(b, a[perm], rtol=1e-10, atol=1e-13)
