@@ -388,3 +388,15 @@ def test_job_file_runs(tmp_path, dataset_dir):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1])["complete"]
     assert "positive definite (categorical WWL" in r.stderr
+
+
+def test_embeddings_are_kept_by_stores(tmp_path, mutag):
+    """NodeSets is a dataclass of arrays: ``gram.keep_embeddings`` stores it and reads it back."""
+    from gramdist.engine.store import read_embedding, write_embedding
+
+    kernel = WWLKernel(h=2, psd_check=0)
+    state = kernel.fit(mutag[:12], 0)
+    emb = kernel.embed(mutag[:12], state)
+    assert write_embedding(tmp_path, "r0", emb, "x")
+    back = read_embedding(tmp_path, "r0", "x")
+    assert np.array_equal(kernel.pairwise(back, emb, state), kernel.pairwise(emb, emb, state))

@@ -129,9 +129,10 @@ def simple_edges(graphs: GraphBatch, g: int) -> np.ndarray:
 @dataclass(eq=False)
 class ThetaFeatures(SparseFeatures):
     """The linear base kernel's embedding: per-size mean values as sparse features, and the
-    number of graphs of the chunk whose solver stopped short of its tolerance."""
+    number of graphs of the chunk whose solver stopped short of its tolerance (a 1-element array,
+    so that the embedding is plain arrays a store can keep)."""
 
-    not_converged: int = 0
+    not_converged: np.ndarray | int = 0
 
     def __getstate__(self) -> dict:
         return {**super().__getstate__(), "not_converged": self.not_converged}
@@ -148,7 +149,7 @@ class ThetaSamples:
 
     values: np.ndarray
     counts: np.ndarray
-    not_converged: int = 0
+    not_converged: np.ndarray | int = 0
 
     def __len__(self) -> int:
         return len(self.values)
@@ -247,10 +248,11 @@ class _ThetaKernel(GraphKernel):
             for (g, d, subsets), vals in zip(requests, self._values(reps, requests)):
                 values[g, d - lo, :len(subsets)] = vals
                 counts[g, d - lo] = len(subsets)
-        emb = ThetaSamples(values, counts, not_converged)
+        flag = np.array([not_converged], dtype=np.int64)
+        emb = ThetaSamples(values, counts, flag)
         if self.base_kernel == "linear":
             f = self._linear_features(emb)
-            return ThetaFeatures(f.indptr, f.keys, f.values, not_converged=not_converged)
+            return ThetaFeatures(f.indptr, f.keys, f.values, not_converged=flag)
         return emb
 
     def _linear_features(self, emb: ThetaSamples) -> SparseFeatures:
@@ -277,7 +279,7 @@ class _ThetaKernel(GraphKernel):
 
     # ------------------------------------------------------------ notes
     def embedding_counts(self, emb) -> dict[str, int]:
-        return {"graphs": len(emb), "solver_not_converged": int(getattr(emb, "not_converged", 0))}
+        return {"graphs": len(emb), "solver_not_converged": int(np.sum(getattr(emb, "not_converged", 0)))}
 
     def report_embeddings(self, counts: dict[str, int]) -> list[str]:
         bad = counts.get("solver_not_converged", 0)

@@ -45,15 +45,15 @@ class NodeSets:
     ``n_nodes`` (G,) int64 nodes per graph; ``indptr`` (G+1,) int64: graph g's distinct rows are
     ``rows[indptr[g]:indptr[g+1]]`` (sorted lexicographically) with multiplicities
     ``counts[...]`` (summing to ``n_nodes[g]``); ``rows`` (R, D) uint64 (WL label sequences) or
-    float64 (continuous embeddings). For categorical embeddings ``hist`` holds each graph's
-    WL label counts (the ``wl`` kernel's features), which the closed-form distance uses.
+    float64 (continuous embeddings). For categorical embeddings :attr:`hist` gives each graph's
+    WL label counts (the ``wl`` kernel's features), which the closed-form distance uses; it is
+    derived from the rows, so an embedding is plain arrays (a store can keep it for appends).
     """
 
     n_nodes: np.ndarray
     indptr: np.ndarray
     rows: np.ndarray
     counts: np.ndarray
-    hist: SparseFeatures | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -66,7 +66,7 @@ class NodeSets:
             raise ValueError("NodeSets: n_nodes, indptr, rows and counts disagree in length")
 
     def __getstate__(self) -> dict:
-        return {k: getattr(self, k) for k in ("n_nodes", "indptr", "rows", "counts", "hist")}
+        return {k: getattr(self, k) for k in ("n_nodes", "indptr", "rows", "counts")}
 
     def __setstate__(self, state: dict) -> None:
         for k, v in state.items():
@@ -80,6 +80,19 @@ class NodeSets:
     def categorical(self) -> bool:
         return self.rows.dtype == np.uint64
 
+    @property
+    def hist(self) -> SparseFeatures | None:
+        """Categorical: (G, ·) counts of every WL label of every iteration (None if continuous)."""
+        if not self.categorical:
+            return None
+        if "hist" not in self._cache:
+            graph_of_row = np.repeat(np.arange(len(self), dtype=np.int64), np.diff(self.indptr))
+            width = self.rows.shape[1]
+            self._cache["hist"] = SparseFeatures.from_pairs(
+                np.tile(graph_of_row, width), self.rows.T.ravel(), np.tile(self.counts, width).astype(np.float64),
+                len(self))
+        return self._cache["hist"]
+
     def __getitem__(self, key: slice | int) -> NodeSets:
         if isinstance(key, (int, np.integer)):
             i = int(key) + (len(self) if key < 0 else 0)
@@ -92,8 +105,7 @@ class NodeSets:
         stop = max(stop, start)
         a, b = self.indptr[start], self.indptr[stop]
         return NodeSets(self.n_nodes[start:stop].copy(), self.indptr[start:stop + 1] - a,
-                        self.rows[a:b].copy(), self.counts[a:b].copy(),
-                        None if self.hist is None else self.hist[start:stop])
+                        self.rows[a:b].copy(), self.counts[a:b].copy())
 
     def graph(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """(distinct rows, multiplicities) of graph ``i`` (views)."""
@@ -129,11 +141,9 @@ def distinct_rows(node_graph: np.ndarray, x: np.ndarray, n_graphs: int) -> tuple
 
 def categorical_embedding(graphs: GraphBatch, h: int) -> NodeSets:
     """WL label sequences of every node (iterations 0..h), collapsed per graph."""
-    labels = wl_labels(graphs, h)
-    seq = np.stack(labels, axis=1)
+    seq = np.stack(wl_labels(graphs, h), axis=1)
     indptr, rows, counts = distinct_rows(graphs.node_graph, seq, len(graphs))
-    hist = SparseFeatures.from_pairs(np.tile(graphs.node_graph, h + 1), np.concatenate(labels), 1.0, len(graphs))
-    return NodeSets(graphs.nodes_per_graph, indptr, rows, counts, hist)
+    return NodeSets(graphs.nodes_per_graph, indptr, rows, counts)
 
 
 def propagate_attributes(graphs: GraphBatch, x0: np.ndarray, h: int) -> np.ndarray:
@@ -165,7 +175,7 @@ def continuous_embedding(graphs: GraphBatch, h: int, mean: np.ndarray, scale: np
     x0 = (graphs.node_attrs - mean) / scale
     emb = propagate_attributes(graphs, x0, h)
     indptr, rows, counts = distinct_rows(graphs.node_graph, emb, len(graphs))
-    return NodeSets(graphs.nodes_per_graph, indptr, rows, counts, None)
+    return NodeSets(graphs.nodes_per_graph, indptr, rows, counts)
 
 
 __all__ = ["NodeSets", "categorical_embedding", "continuous_embedding", "distinct_rows", "propagate_attributes"]
