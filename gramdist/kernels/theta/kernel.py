@@ -50,7 +50,10 @@ Choices (the paper leaves them to the user; we follow GraKeL where it is faithfu
   exactly by block principal pivoting (``solvers.one_class_svm``), dense up to 300 nodes and
   sparse (SuperLU) above, memory O(edges) for large graphs. GraKeL's ``SvmTheta`` runs
   libsvm's one-class SVM with ν = 0.5 on the singular K (a different problem: Σα = n/2 with
-  α ≤ 1, and K = 0 without the identity for an edgeless graph).
+  α ≤ 1, and K = 0 without the identity for an edgeless graph), and its default metric
+  ``np.inner(x, y)[0, 0]`` on (sizes, 1) columns keeps only the size-2 feature, which gets no
+  sample once n ≳ 12: K(G, G) = 0 for most NCI1 graphs, hence its non-finite normalised Gram
+  (ours is finite there; tested).
 * Labels and attributes are ignored (the kernels are defined for unlabelled graphs);
   self-loops and repeated edges are dropped.
 """
