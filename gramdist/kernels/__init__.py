@@ -7,6 +7,10 @@
 * ``dm/`` — Descriptor Matching (Su et al. 2016).
 * ``gaussian/`` — power kernel (Shrivastava & Li) and FLG/MLG (Kondor & Pan 2016).
 * ``matching/`` — adaptive matching kernels (Woźnica, Kalousis & Hilario).
+* ``wwl/`` — Wasserstein Weisfeiler–Lehman (Togninalli et al. 2019).
+* ``pyramid/`` — pyramid match on spectral node embeddings (Nikolentzos et al. 2017).
+* ``theta/`` — Lovász θ and SVM-θ kernels (Johansson et al. 2014).
+* ``core/`` — the core framework around any registered kernel (Nikolentzos et al. 2018).
 
 Kernels never import Dask. :data:`KERNELS` maps the job file's ``kernel.name`` to the class,
 and each class is importable from here by its name (``from gramdist.kernels import
@@ -41,6 +45,11 @@ KERNELS: dict[str, str] = {
     "hadamard": "gramdist.kernels.hadamard.kernel:HadamardCodeKernel",
     "propagation": "gramdist.kernels.propagation.kernel:PropagationKernel",
     "propagation_attr": "gramdist.kernels.propagation.kernel:PropagationAttrKernel",
+    "wwl": "gramdist.kernels.wwl.kernel:WWLKernel",
+    "pyramid_match": "gramdist.kernels.pyramid.kernel:PyramidMatchKernel",
+    "lovasz_theta": "gramdist.kernels.theta.kernel:LovaszThetaKernel",
+    "svm_theta": "gramdist.kernels.theta.kernel:SvmThetaKernel",
+    "core": "gramdist.kernels.core.kernel:CoreKernel",
 }
 
 

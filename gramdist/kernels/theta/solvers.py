@@ -1,0 +1,201 @@
+"""Numerical kernels of the θ family: the Lovász SDP, the one-class SVM, minimum-norm points.
+
+Orthonormal representations (Lovász 1979; the paper's convention)
+-----------------------------------------------------------------
+Unit vectors ``u_i`` with ``u_i ⟂ u_j`` whenever i and j are *not* adjacent, and
+
+    θ(G) = min_{c, U} max_i 1/(c·u_i)^2,   θ_S = min_c max_{i∈S} 1/(c·u_i)^2 (S ⊆ V, U fixed).
+
+:func:`lovasz_representation` solves the dual SDP ``θ = min t`` s.t.
+``S = t I - J + Σ_{ij∈E} y_ij (E_ij + E_ji) ⪰ 0`` with cvxopt's interior-point ``solvers.sdp``
+(absolute, relative and feasibility tolerances ``tol``, default 1e-8, so θ is exact to
+about 1e-8 relative). The kernels call these solvers under ``threadpool_limits(1)``, so that
+results do not depend on a worker's BLAS thread count. Factoring ``S = VᵀV`` and putting ``u_i = (c + v_i)/√t`` with a unit
+``c ⟂ v_i`` gives an optimal representation (``c·u_i = 1/√t`` for every i); only its Gram
+matrix is needed, ``u_i·u_j = (1 + S_ij)/t``, i.e. **K = I + Y/t** (1 on the diagonal, 0 on
+non-edges, ``y_ij/t`` on edges). GraKeL's ``LovaszTheta`` puts the free variables on the
+non-edges instead, which is the representation of the complement graph (it returns 6 for
+K_6, whose θ is 1); the tests check ours against θ(C_5) = √5, θ(Petersen) = 4 and against
+GraKeL's SDP run on complements.
+
+A subset's value is the minimum-norm point of the hull of its vectors: by minimax,
+``max_{|c|=1} min_{i∈S} c·u_i = min_{λ∈Δ} |Σ λ_i u_i|``, so ``θ_S = 1 / min_{λ∈Δ} λᵀ K_S λ``.
+:func:`simplex_min` computes that minimum exactly for small S by enumerating supports (the
+minimiser is the affine minimiser ``K_T^{-1}1 / 1ᵀK_T^{-1}1`` of its support T; every
+candidate in the simplex is evaluated on K itself, so an ill-conditioned support can only
+lose, never win).
+
+One-class SVM (Jethava et al. 2013)
+-----------------------------------
+``ω(K) = max_{α≥0} 2 Σ α_i - αᵀ K α`` on ``K = A/ρ + I``; at the optimum ``ω = Σ α_i``, and the
+SVM-θ value of a subset is ``Σ_{i∈S} α_i``. :func:`one_class_svm` solves this non-negative QP
+exactly (to the accuracy of its linear solves) by block principal pivoting (Júdice & Pires
+1994; the NNLS variant of Kim & Park 2011): guess the support, solve ``K_FF α_F = 1``, swap
+the indices violating ``α_F ≥ 0`` or ``(Kα - 1)_G ≥ 0``, with Murty's single-swap rule as the
+backup that guarantees termination for positive definite K. ``ω(K) = 1/min_{β∈Δ} βᵀKβ`` and
+``α = β/(βᵀKβ)`` — the problem libsvm's one-class SVM solves with ``ν = 1/n`` (the tests use it
+as an oracle); GraKeL's ``SvmTheta`` runs libsvm with its default ``ν = 0.5``, another problem
+(``Σα = n/2`` with ``α_i ≤ 1``).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from gramdist.errors import JobError
+
+#: graphs up to this many nodes use dense linear algebra in the SVM-θ solver
+DENSE_MAX = 300
+
+
+def require_cvxopt() -> None:
+    try:
+        import cvxopt  # noqa: F401
+    except ImportError:
+        raise JobError("kernel lovasz_theta needs cvxopt for its semidefinite program: pip install cvxopt  "
+                       "(or pip install 'gramdist[theta]')") from None
+
+
+# --------------------------------------------------------------------------- Lovász SDP
+def lovasz_representation(n: int, edges: np.ndarray, tol: float = 1e-8) -> tuple[float, np.ndarray, bool]:
+    """θ(G) and the Gram matrix ``K = I + Y/t`` of an optimal orthonormal representation.
+
+    Parameters
+    ----------
+    n : number of nodes; edges : (m, 2) distinct undirected edges, no self-loops.
+
+    Returns ``(theta, K (n, n), converged)``; ``converged`` is cvxopt's ``status == "optimal"``.
+    """
+    if n == 0:
+        return 0.0, np.zeros((0, 0)), True
+    if n == 1 or len(edges) == 0:
+        return float(n), np.eye(n), True
+    from cvxopt import matrix, solvers, spmatrix
+
+    edges = np.asarray(edges, dtype=np.int64)
+    m = len(edges)
+    lo, hi = np.minimum(edges[:, 0], edges[:, 1]), np.maximum(edges[:, 0], edges[:, 1])
+    rows = [int(v) for v in lo * n + hi] + [i * n + i for i in range(n)]  # vec index col*n+row, lower half
+    cols = list(range(m)) + [m] * n
+    g = spmatrix(-1.0, rows, cols, (n * n, m + 1))
+    h = matrix(-1.0, (n, n))
+    c = matrix([0.0] * m + [1.0])
+    opts = {"show_progress": False, "abstol": tol, "reltol": tol, "feastol": tol, "maxiters": 200}
+    sol = solvers.sdp(c, Gs=[g], hs=[h], options=opts)
+    if sol["x"] is None:
+        raise RuntimeError(f"the Lovász SDP failed on a graph with {n} nodes: {sol['status']}")
+    x = np.array(sol["x"]).ravel()
+    t, y = float(x[-1]), x[:m]
+    k = np.eye(n)
+    k[lo, hi] = y / t
+    k[hi, lo] = y / t
+    return t, k, sol["status"] == "optimal"
+
+
+# --------------------------------------------------------------------------- subset values
+_SUPPORTS: dict[int, list[np.ndarray]] = {}
+
+
+def _supports(m: int) -> list[np.ndarray]:
+    """For k = 1..m, the (C(m,k), k) index arrays of all k-subsets of range(m)."""
+    if m not in _SUPPORTS:
+        _SUPPORTS[m] = [np.array(list(itertools.combinations(range(m), k)), dtype=np.int64) for k in range(1, m + 1)]
+    return _SUPPORTS[m]
+
+
+def simplex_min(ks: np.ndarray, ridge: float = 1e-12) -> np.ndarray:
+    """(B,) ``min_{λ ∈ Δ} λᵀ K_b λ`` for a batch of small PSD matrices ``ks`` (B, m, m).
+
+    Exact up to rounding: the minimum over supports T of the affine minimiser on T, when it
+    lies in the simplex (``K_T + ridge·I`` solved per matrix by LAPACK, so a batch member's
+    result does not depend on the others); candidates are evaluated on ``K`` itself.
+    """
+    ks = np.asarray(ks, dtype=np.float64)
+    b, m, _ = ks.shape
+    best = np.full(b, np.inf)
+    if b == 0:
+        return best
+    for idx in _supports(m):
+        k = idx.shape[1]
+        sub = ks[:, idx[:, :, None], idx[:, None, :]]  # (B, C, k, k)
+        flat = sub.reshape(-1, k, k)
+        rhs = np.ones((len(flat), k, 1))
+        x = np.linalg.solve(flat + ridge * np.eye(k), rhs)[:, :, 0]
+        s = x.sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam = x / s[:, None]
+        ok = np.isfinite(lam).all(axis=1) & (lam >= 0).all(axis=1)
+        val = (lam[:, :, None] * flat * lam[:, None, :]).reshape(len(flat), k * k).sum(axis=1)
+        val = np.where(ok, val, np.inf).reshape(b, -1).min(axis=1)
+        best = np.minimum(best, val)
+    return best
+
+
+# --------------------------------------------------------------------------- one-class SVM
+def min_eigenvalue(a: sp.csr_matrix) -> float:
+    """Smallest eigenvalue of a symmetric sparse matrix (dense ``eigvalsh`` up to DENSE_MAX nodes,
+    else ARPACK with a fixed start vector)."""
+    n = a.shape[0]
+    if n == 0:
+        return 0.0
+    if n <= DENSE_MAX:
+        return float(sla.eigvalsh(a.toarray(), subset_by_index=(0, 0))[0])
+    v0 = np.linspace(1.0, 2.0, n)
+    return float(spla.eigsh(a.astype(np.float64), k=1, which="SA", v0=v0, tol=1e-12,
+                            maxiter=100 * n, return_eigenvectors=False)[0])
+
+
+def svm_theta_matrix(a: sp.csr_matrix, margin: float) -> sp.csr_matrix:
+    """``K = A/ρ + I`` with ``ρ = -λ_min(A)·(1 + margin)`` (K = I for a graph without edges)."""
+    n = a.shape[0]
+    lam = min_eigenvalue(a)
+    if a.nnz == 0 or lam >= 0:
+        return sp.identity(n, format="csr")
+    rho = -lam * (1.0 + margin)
+    return (a / rho + sp.identity(n, format="csr")).tocsr()
+
+
+def one_class_svm(k: np.ndarray | sp.spmatrix, tol: float = 1e-10, max_iter: int = 1000) -> np.ndarray:
+    """α ≥ 0 maximising ``2·1ᵀα - αᵀKα`` for a positive definite K (module docstring)."""
+    n = k.shape[0]
+    if n == 0:
+        return np.zeros(0)
+    sparse = sp.issparse(k)
+    if sparse and n <= DENSE_MAX:
+        k, sparse = k.toarray(), False
+    if sparse:
+        k = k.tocsc()
+    passive = np.ones(n, dtype=bool)
+    best, backup = n + 1, 3
+    for _ in range(max_iter):
+        x = np.zeros(n)
+        f = np.flatnonzero(passive)
+        if len(f):
+            if sparse:
+                x[f] = spla.splu(k[f][:, f].tocsc()).solve(np.ones(len(f)))
+            else:
+                x[f] = np.linalg.solve(k[np.ix_(f, f)], np.ones(len(f)))
+        grad = (k @ x) - 1.0
+        bad = (passive & (x < -tol)) | (~passive & (grad < -tol))
+        n_bad = int(bad.sum())
+        if n_bad == 0:
+            return np.maximum(x, 0.0)
+        if n_bad < best:
+            best, backup = n_bad, 3
+            passive ^= bad
+        elif backup > 0:
+            backup -= 1
+            passive ^= bad
+        else:
+            i = int(np.flatnonzero(bad)[-1])
+            passive[i] = ~passive[i]
+    raise RuntimeError(f"one-class SVM (block principal pivoting) did not converge in {max_iter} iterations")
+
+
+__all__ = ["DENSE_MAX", "lovasz_representation", "min_eigenvalue", "one_class_svm", "require_cvxopt",
+           "simplex_min", "svm_theta_matrix"]

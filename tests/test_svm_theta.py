@@ -1,0 +1,202 @@
+"""SVM-θ kernel: the one-class SVM against libsvm and cvxopt, hand-worked values, the sampled
+kernel against its expectation, GraKeL's non-finite Gram, determinism, tiles, the engine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from gramdist.errors import JobError
+from gramdist.graphs import GraphBatch
+from gramdist.kernels import make_kernel
+from gramdist.kernels.hashing import combine, tag
+from gramdist.kernels.theta import solvers
+from gramdist.kernels.theta.kernel import SvmThetaKernel, samples_per_size, simple_edges
+from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def batch(*graphs: nx.Graph) -> GraphBatch:
+    return GraphBatch.from_graphs([np.array(list(g.edges()), dtype=np.int64).reshape(-1, 2) for g in graphs],
+                                  [g.number_of_nodes() for g in graphs])
+
+
+def k_matrix(g, margin: float = 1e-3) -> np.ndarray:
+    a = np.zeros((g.n_nodes, g.n_nodes))
+    a[g.edges[:, 0], g.edges[:, 1]] = a[g.edges[:, 1], g.edges[:, 0]] = 1
+    np.fill_diagonal(a, 0)
+    lam = np.linalg.eigvalsh(a)[0]
+    return a / (-lam * (1 + margin)) + np.eye(len(a)) if lam < 0 else np.eye(len(a))
+
+
+def feature(emb, d: int) -> float:
+    keys, vals = emb.row(0)
+    pos = np.searchsorted(keys, combine(tag("theta.size"), d))
+    return float(vals[pos]) if pos < len(keys) and keys[pos] == combine(tag("theta.size"), d) else 0.0
+
+
+# --------------------------------------------------------------------------- the one-class SVM
+def test_alphas_match_libsvm_with_nu_one_over_n(mutag):
+    """ω(K) = 1/min_{β∈Δ} βᵀKβ and α = β/(βᵀKβ); libsvm's one-class SVM with ν = 1/n solves
+    exactly that simplex problem (its box α ≤ 1 cannot bind when Σα = 1)."""
+    from sklearn.svm import OneClassSVM
+
+    kernel = SvmThetaKernel()
+    for i in range(0, 60, 6):
+        g = mutag[i]
+        k = k_matrix(g)
+        svm = OneClassSVM(kernel="precomputed", nu=1.0 / g.n_nodes, tol=1e-12).fit(k)
+        beta = np.zeros(g.n_nodes)
+        beta[svm.support_] = svm.dual_coef_[0]
+        ref = beta / (beta @ k @ beta)
+        ours = kernel.alphas(g.n_nodes, simple_edges(mutag[i:i + 1], 0))
+        assert np.allclose(ours, ref, rtol=1e-5, atol=1e-7)  # libsvm stops at a gradient tolerance
+        assert ours.sum() == pytest.approx(2 * ours.sum() - ours @ k @ ours, rel=1e-12)  # ω = Σα at the optimum
+
+
+def test_alphas_match_cvxopt_qp():
+    cvxopt = pytest.importorskip("cvxopt")
+    from cvxopt import matrix
+    from cvxopt import solvers as cs
+
+    rng = np.random.default_rng(0)
+    for trial in range(8):
+        n = int(rng.integers(3, 30))
+        g = batch(nx.gnp_random_graph(n, float(rng.uniform(0.05, 0.5)), seed=trial))
+        k = k_matrix(g[0])
+        sol = cs.qp(matrix(2 * k), matrix(-2 * np.ones(n)), matrix(-np.eye(n)), matrix(np.zeros(n)),
+                    options={"show_progress": False, "abstol": 1e-13, "reltol": 1e-13, "feastol": 1e-13})
+        ours = SvmThetaKernel().alphas(n, simple_edges(g, 0))
+        assert np.allclose(ours, np.array(sol["x"]).ravel(), atol=1e-6)
+    assert cvxopt
+
+
+def test_sparse_solver_path_agrees_with_the_dense_one(monkeypatch):
+    g = nx.gnm_random_graph(300, 600, seed=2)
+    edges = np.array(list(g.edges()))
+    dense = SvmThetaKernel().alphas(300, edges)
+    monkeypatch.setattr(solvers, "DENSE_MAX", 100)  # ARPACK for λ_min, SuperLU for the QP
+    sparse = SvmThetaKernel().alphas(300, edges)
+    assert np.allclose(dense, sparse, rtol=1e-8, atol=1e-12)
+    assert sp.issparse(solvers.svm_theta_matrix(nx.to_scipy_sparse_array(g, format="csr"), 1e-3))
+
+
+def test_hand_worked_values():
+    # no edges: K = I, α = 1, a subset of size d sums to d; n = 3 gives sizes 2 and 3 (both
+    # sampled), so K(G, G) = 2^2 + 3^2 = 13 exactly.
+    kernel = SvmThetaKernel()
+    graphs = batch(nx.empty_graph(3), nx.complete_graph(3), nx.path_graph(2))
+    assert kernel.alphas(3, np.zeros((0, 2), np.int64)).tolist() == [1.0, 1.0, 1.0]
+    k = gram_by_tiles(kernel, kernel.fit(graphs, 0), graphs, 3)
+    assert k[0, 0] == 13.0
+    # K_3: λ_min(A) = -1, K = J/ρ + (1 - 1/ρ) I with ρ = 1.001: α_i = 1/(1 + 2/ρ), Σα ≈ θ(K_3) = 1
+    alpha = kernel.alphas(3, simple_edges(graphs, 1))
+    assert np.allclose(alpha, 1 / (1 + 2 / 1.001), rtol=1e-12)
+    # K_2 with the margin: a unique, symmetric α (without it any α_1 + α_2 = 1 is optimal)
+    a2 = kernel.alphas(2, simple_edges(graphs, 2))
+    assert a2[0] == pytest.approx(a2[1], rel=1e-13) and a2.sum() == pytest.approx(2 / (1 + 1 / 1.001))
+
+
+def test_sampled_features_are_within_their_error_of_the_expectation():
+    """E[Σ_{i∈S} α_i] over uniform d-subsets is d·mean(α); the per-size means of 600 samples
+    are within 4 standard errors of it."""
+    g = nx.gnp_random_graph(14, 0.3, seed=7)
+    graphs = batch(g)
+    kernel = SvmThetaKernel(n_samples=600, subset_sizes=[2, 5])
+    emb = kernel.embed(graphs, kernel.fit(graphs, seed=1))
+    alpha = kernel.alphas(14, simple_edges(graphs, 0))
+    plan = samples_per_size(14, 2, 5, 600)
+    for d in range(2, 6):
+        var = d * alpha.var() * (14 - d) / 13  # variance of a d-subset sum without replacement
+        assert abs(feature(emb, d) - d * alpha.mean()) <= 4 * np.sqrt(var / plan[d])
+
+
+# --------------------------------------------------------------------------- GraKeL
+def test_grakel_gram_is_not_finite_where_ours_is(dataset_dir):
+    """GraKeL's SvmTheta compares graphs with ``np.inner(x, y)[0, 0]`` of its (7, 1) feature
+    columns: only the size-2 feature, which gets no sample once C(n, 2) is a small share of the
+    subsets (n >= 12 or so): the diagonal is 0 and normalize=True divides 0 by 0."""
+    pytest.importorskip("grakel")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from common import grakel_labelled_graphs
+    from grakel.kernels import SvmTheta
+
+    from gramdist import compute_gram
+    from gramdist.datasets import read_tu
+
+    graphs = read_tu(dataset_dir("NCI1"))[:40]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = SvmTheta(normalize=True, random_state=0).fit_transform(grakel_labelled_graphs(graphs))
+    assert not np.isfinite(theirs).all()
+    ours = compute_gram(graphs, kernel="svm_theta", normalize=True)
+    assert np.isfinite(ours).all() and np.allclose(np.diag(ours), 1.0)
+
+
+# --------------------------------------------------------------------------- contract
+@pytest.mark.parametrize("base", ["linear", "rbf"])
+def test_determinism_tiles_and_psd(mutag, base):
+    graphs = mutag[:50]
+    kernel = SvmThetaKernel(base_kernel=base)
+    state = kernel.fit(graphs, seed=3)
+    a = gram_by_tiles(kernel, state, graphs, 50)
+    assert np.array_equal(a, gram_by_tiles(kernel, state, graphs, 7))
+    assert np.array_equal(a, gram_by_tiles(kernel, kernel.fit(graphs, seed=3), graphs, 1))
+    assert not np.array_equal(a, gram_by_tiles(kernel, kernel.fit(graphs, seed=4), graphs, 50))
+    assert min_eigenvalue_ratio(a) >= -1e-10
+
+
+def test_a_graph_gets_the_same_embedding_in_any_chunk(mutag):
+    kernel = SvmThetaKernel(base_kernel="rbf")
+    state = kernel.fit(mutag, 0)
+    whole = kernel.embed(mutag[:30], state)
+    alone = kernel.embed(mutag[17:18], state)
+    assert np.array_equal(whole[17:18].values, alone.values, equal_nan=True)
+
+
+def test_fit_then_transform_rows(mutag):
+    from gramdist import GramTransformer, compute_gram
+
+    full = compute_gram(mutag[:40], kernel="svm_theta", seed=2)
+    t = GramTransformer(kernel="svm_theta", seed=2).fit(mutag[:30])
+    assert np.array_equal(t.transform(mutag[30:40]), full[30:40, :30])
+
+
+@pytest.mark.parametrize("params", [{"n_samples": 0}, {"subset_sizes": [0, 3]}, {"subset_sizes": [2]},
+                                    {"base_kernel": "cosine"}, {"gamma": -1.0}, {"rho_margin": 0}])
+def test_invalid_parameters(params):
+    with pytest.raises(JobError, match="kernel svm_theta: parameter"):
+        make_kernel("svm_theta", **params)
+
+
+def test_job_file_runs(tmp_path, dataset_dir):
+    dataset_dir("MUTAG")
+    out = tmp_path / "st.zarr"
+    r = subprocess.run([sys.executable, "-m", "gramdist.cli", "run", "jobs/mutag-svm_theta.yaml", "--out", str(out),
+                        "--set", "cluster.n_workers=1", "--json"], capture_output=True, text=True, cwd=ROOT,
+                       timeout=240)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["complete"]
+
+
+def test_alphas_follow_a_node_permutation(mutag):
+    """α is unique (K positive definite), so permuting the nodes permutes α; the sampled subsets
+    follow node indices, so the kernel itself is permutation invariant in distribution only."""
+    rng = np.random.default_rng(4)
+    kernel = SvmThetaKernel()
+    for i in range(5):
+        g = mutag[i]
+        perm = rng.permutation(g.n_nodes)
+        p = GraphBatch.from_graphs([np.argsort(perm)[g.edges]], [g.n_nodes])
+        a = kernel.alphas(g.n_nodes, simple_edges(mutag[i:i + 1], 0))
+        b = kernel.alphas(g.n_nodes, simple_edges(p, 0))
+        assert np.allclose(b, a[perm], rtol=1e-10, atol=1e-13)
