@@ -86,6 +86,38 @@ class GraphBatch:
         if self.y is not None:
             self.y = np.asarray(self.y)
 
+    def validate(self, where: str = "GraphBatch") -> GraphBatch:
+        """``self`` if its arrays describe graphs, else :class:`~gramdist.errors.InputError` in one
+        line naming the first graph that does not: offsets that decrease, an edge whose endpoint
+        is not a node of its graph, arrays of the wrong length, attributes that are not finite."""
+        from gramdist.errors import InputError
+
+        for name, off in (("node_offsets", self.node_offsets), ("edge_offsets", self.edge_offsets)):
+            if len(off) != self.n_graphs + 1 or (len(off) > 1 and np.any(np.diff(off) < 0)):
+                raise InputError(f"{where}: {name} must have one more entry than graphs and never decrease")
+        if self.edge_offsets[-1] - self.edge_offsets[0] != len(self.edges):
+            raise InputError(f"{where}: edge_offsets count {self.n_edges} edges, edges holds {len(self.edges)}")
+        if len(self.edges):
+            sizes = self.nodes_per_graph[self.edge_graph]
+            bad = np.flatnonzero((self.edges.min(axis=1) < 0) | (self.edges.max(axis=1) >= sizes))
+            if len(bad):
+                g = int(self.edge_graph[bad[0]])
+                raise InputError(f"{where}: graph {g} (id {self.graph_ids[g]}) has an edge {tuple(int(x) for x in self.edges[bad[0]])} "
+                                 f"outside its {int(self.nodes_per_graph[g])} nodes (local indices 0..n-1)")
+        for name, arr, n in (("node_labels", self.node_labels, self.n_nodes), ("node_attrs", self.node_attrs,
+                             self.n_nodes), ("edge_labels", self.edge_labels, self.n_edges),
+                             ("edge_attrs", self.edge_attrs, self.n_edges), ("y", self.y, self.n_graphs),
+                             ("graph_ids", self.graph_ids, self.n_graphs)):
+            if arr is not None and len(arr) != n:
+                raise InputError(f"{where}: {name} has {len(arr)} entries for {n}")
+        for name, arr, owner in (("node_attrs", self.node_attrs, self.node_graph),
+                                 ("edge_attrs", self.edge_attrs, self.edge_graph)):
+            if arr is not None and not np.isfinite(arr).all():
+                g = int(owner[np.flatnonzero(~np.isfinite(arr).all(axis=1))[0]])
+                raise InputError(f"{where}: graph {g} (id {self.graph_ids[g]}) has {name} that are not finite "
+                                 "(NaN or infinite)")
+        return self
+
     # ----------------------------------------------------------------- sizes
     @property
     def n_graphs(self) -> int:

@@ -141,8 +141,8 @@ def test_job_on_existing_cluster_via_scheduler_flag(dask_cluster, tmp_path, muta
     k, y = open_gram(out)
     import yaml
 
-    from gramdist.kernels.features.sparse_features import dot
     from gramdist.kernels.features.wl import WLSubtreeKernel
+    from gramdist.kernels.sparse import dot
 
     h = yaml.safe_load((ROOT / "jobs" / "mutag-wl.yaml").read_text())["kernel"]["h"]
     f = WLSubtreeKernel(h).features(mutag)

@@ -19,8 +19,8 @@ from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
 from gramdist.kernels.core.decomposition import core_batch, core_numbers, degeneracies
 from gramdist.kernels.core.kernel import CoreEmbedding, CoreKernel
-from gramdist.kernels.features.sparse_features import dot
 from gramdist.kernels.features.wl import WLSubtreeKernel
+from gramdist.kernels.sparse import dot
 from gramdist.kernels.wwl.kernel import WWLKernel
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
 

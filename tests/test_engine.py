@@ -17,8 +17,8 @@ from gramdist.engine.store import GramStore, open_gram, read_state
 from gramdist.engine.store import info as store_info
 from gramdist.errors import StoreError, TileError
 from gramdist.jobs import FitSpec, GramSpec, validate_job
-from gramdist.kernels.features.sparse_features import dot
 from gramdist.kernels.features.wl import WLSubtreeKernel
+from gramdist.kernels.sparse import dot
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from gramdist.engine.runner import run_job
 from gramdist.engine.store import open_gram, verify
 from gramdist.jobs import validate_job
 from gramdist.kernels import ODDSTKernel, PowerKernel, WLSubtreeKernel
-from gramdist.kernels.features.sparse_features import dot
+from gramdist.kernels.sparse import dot
 
 
 def wl_reference(rows, cols, h, normalize):

@@ -1,20 +1,24 @@
-"""One writer per store: a second `gramdist run` is refused naming the first; a lock left by a
-killed run is taken over. Real processes throughout."""
+"""One writer per store, fenced: a second writer is refused naming the first; a stale lock is
+taken over atomically with the next epoch; a writer stopped past its lease writes nothing more;
+SIGTERM releases the lock. Real processes throughout."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import signal
 import socket
 import time
 
 import numpy as np
+import pytest
+import zarr
 from test_deploy import one_error_line, reference_gram, run_cli, synthetic_job
 from test_faults import finish, start_run, wait_for_chunks
 
 from gramdist.engine.store import lock as lk
-from gramdist.engine.store import open_gram
+from gramdist.engine.store import open_gram, verify
 
 
 def test_second_run_on_the_same_store_is_refused_naming_the_first(tmp_path):
@@ -24,17 +28,18 @@ def test_second_run_on_the_same_store_is_refused_naming_the_first(tmp_path):
     try:
         wait_for_chunks(first, out, 4)
         record = lk.read_lock(out)
-        assert record["host"] == socket.gethostname() and record["pid"] == first.pid
+        assert record["host"] == socket.gethostname() and record["pid"] == first.pid and record["epoch"] == 1
         line = one_error_line(run_cli("run", str(job), "--out", str(out), "--quiet"))
         assert f"{out}: being written by another run (host {socket.gethostname()}, process {first.pid}, since " in line
     finally:
         code, _, err = finish(first)
     assert code == 0, err[-2000:]
-    assert not lk.lock_file(out).path.exists()  # released at the end
+    assert not lk.lock_file(out).path.exists()  # released at the end, its heartbeat file too
+    assert not list(tmp_path.glob("busy.zarr.lock*"))
     assert np.array_equal(open_gram(out)[0], reference_gram(job))
 
 
-def test_lock_of_a_killed_run_is_taken_over_with_a_note(tmp_path):
+def test_lock_of_a_killed_run_is_taken_over_with_a_note_and_the_next_epoch(tmp_path):
     job = synthetic_job(tmp_path / "stale.yaml", n_graphs=240, tile=10, seed=4)
     out = tmp_path / "stale.zarr"
     proc = start_run(job, out, "--set", "cluster.n_workers=1")
@@ -49,38 +54,141 @@ def test_lock_of_a_killed_run_is_taken_over_with_a_note(tmp_path):
     assert np.array_equal(open_gram(out)[0], reference_gram(job))
 
 
-def test_lock_of_another_host_is_stale_only_without_heartbeat(tmp_path, monkeypatch):
+def _holder(store, token="x", host="elsewhere", pid=1, heartbeat=None, epoch=3):
+    lk.lock_file(store).write({"token": token, "epoch": epoch, "host": host, "pid": pid, "since": time.time() - 500})
+    lk.beat_file(store, token).write({"token": token, "heartbeat": time.time() if heartbeat is None else heartbeat})
+
+
+def test_lock_of_another_host_is_stale_only_when_its_lease_ran_out(tmp_path):
     store = tmp_path / "remote.zarr"
-    record = {"host": "elsewhere", "pid": 1, "since": time.time() - 500, "heartbeat": time.time(), "token": "x"}
-    lk.lock_file(store).path.write_text(json.dumps(record))
-    try:
+    _holder(store)
+    with pytest.raises(lk.StoreBusyError, match="host elsewhere, process 1"):
         lk.StoreLock(store).acquire()
-        raise AssertionError("a live lock of another host was taken")
-    except lk.StoreBusyError as exc:
-        assert "host elsewhere, process 1" in str(exc)
-    record["heartbeat"] = time.time() - lk.STALE_SECONDS - 5
-    lk.lock_file(store).path.write_text(json.dumps(record))
+    _holder(store, heartbeat=time.time() - lk.STALE_SECONDS - 5)
     notes = []
-    with lk.StoreLock(store, log=notes.append):
-        assert lk.read_lock(store)["pid"] == os.getpid()
-    assert "no heartbeat for" in notes[0] and not lk.lock_file(store).path.exists()
-
-
-def test_a_detached_job_takes_over_its_own_lock(tmp_path):
-    store = tmp_path / "job.zarr"
-    with lk.StoreLock(store, job_id="abc"):
+    with lk.StoreLock(store, log=notes.append) as mine:
         record = lk.read_lock(store)
-        record["pid"], record["host"] = 999999, "worker-that-died"
-        lk.lock_file(store).path.write_text(json.dumps(record))
-        notes = []
-        with lk.StoreLock(store, job_id="abc", log=notes.append):
-            assert "it belongs to this job" in notes[0]
+        assert record["pid"] == os.getpid() and record["epoch"] == 4 and mine.epoch == 4
+        assert not lk.beat_file(store, "x").exists()  # the dead holder's heartbeat is gone with it
+    assert "no heartbeat for" in notes[0] and not lk.lock_file(store).exists()
 
 
-def test_heartbeat_keeps_a_long_run_fresh(tmp_path, monkeypatch):
+def test_a_detached_job_takes_over_its_own_lock_only_when_stale(tmp_path):
+    store = tmp_path / "job.zarr"
+    _holder(store, host=socket.gethostname(), pid=os.getpid())  # alive, fresh: even the same job waits
+    with pytest.raises(lk.StoreBusyError):
+        lk.StoreLock(store, job_id="abc").acquire()
+    _holder(store, host=socket.gethostname(), pid=2**22 + 12345)  # its worker died
+    notes = []
+    with lk.StoreLock(store, job_id="abc", log=notes.append):
+        assert lk.read_lock(store)["job_id"] == "abc"
+    assert "is gone" in notes[0]
+
+
+def test_unreadable_locks_are_one_line_never_a_traceback(tmp_path):
+    store = tmp_path / "odd.zarr"
+    lk.lock_file(store).path.write_text("[]")
+    assert lk.read_lock(store) is None
+    with pytest.raises(lk.StoreBusyError):  # written this instant by someone: not taken while fresh
+        lk.StoreLock(store).acquire()
+    lk.lock_file(store).write({"token": "t", "host": socket.gethostname(), "pid": "not a number", "since": "x"})
+    lk.beat_file(store, "t").write({"heartbeat": "soon"})
+    assert lk.is_stale(lk.read_lock(store)) is not None  # a pid that is no process: stale
+    with lk.StoreLock(store, log=lambda m: None):
+        pass
+
+
+def test_heartbeat_keeps_a_long_run_fresh_and_touches_only_its_own_file(tmp_path, monkeypatch):
     monkeypatch.setattr(lk, "HEARTBEAT_SECONDS", 0.05)
     store = tmp_path / "beat.zarr"
-    with lk.StoreLock(store):
+    with lk.StoreLock(store) as mine:
         first = lk.read_lock(store)["heartbeat"]
         time.sleep(0.3)
         assert lk.read_lock(store)["heartbeat"] > first
+        assert lk.lock_file(store).read()["token"] == mine.token and "heartbeat" not in lk.lock_file(store).read()
+
+
+def _race(store: str, barrier, results, stale: bool) -> None:
+    lock = lk.StoreLock(store, log=lambda m: None)
+    barrier.wait()
+    try:
+        lock.acquire()
+        results.put("won")
+        barrier.wait()  # hold it until the other has tried
+        lock.release()
+    except lk.StoreBusyError:
+        results.put("refused")
+        barrier.wait()
+
+
+def test_two_writers_started_together_exactly_one_writes(tmp_path):
+    """100 rounds of two processes racing for one store: 50 for a free store, 50 for a store
+    whose stale lock (a dead process) both try to take over. Exactly one wins every round."""
+    ctx = mp.get_context("fork")
+    for round_ in range(100):
+        store = str(tmp_path / f"race{round_}.zarr")
+        stale = round_ % 2 == 1
+        if stale:
+            _holder(store, host=socket.gethostname(), pid=2**22 + 4321, epoch=7)
+        barrier, results = ctx.Barrier(2), ctx.Queue()
+        procs = [ctx.Process(target=_race, args=(store, barrier, results, stale)) for _ in range(2)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+        outcome = sorted(results.get(timeout=5) for _ in range(2))
+        assert outcome == ["refused", "won"], (round_, outcome)
+        assert not lk.lock_file(store).exists()
+
+
+def test_a_writer_stopped_past_its_lease_writes_nothing_more(tmp_path):
+    """SIGSTOP a run past its lease; a second run takes the store over and finishes it; SIGCONT
+    the first: it stops at its next write with one line, and the store is the second run's."""
+    job = synthetic_job(tmp_path / "stop.yaml", n_graphs=300, tile=10, seed=6)
+    out = tmp_path / "stop.zarr"
+    env = {**os.environ, "GRAMDIST_LEASE_SECONDS": "4"}
+    first = start_run(job, out, "--set", "cluster.n_workers=0", env=env)  # in its process: SIGSTOP stops all
+    try:
+        wait_for_chunks(first, out, 6)
+        os.killpg(first.pid, signal.SIGSTOP)
+        time.sleep(5)  # past its lease
+        second = run_cli("run", str(job), "--out", str(out), "--quiet", "--set", "cluster.n_workers=0", env=env)
+        assert second.returncode == 0, second.stderr[-2000:]
+        assert "took over the lock" in second.stderr and "no heartbeat for" in second.stderr
+        files = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+        records = {name: (out / name / "c" / "0" / "0").read_bytes() for name in ("tiles_done", "tile_checksums")}
+        os.killpg(first.pid, signal.SIGCONT)
+        code, _, err = finish(first)
+    finally:
+        try:
+            os.killpg(first.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    assert code == 2, err[-2000:]
+    assert "gramdist: error:" in err and ("lease ran out" in err or "no longer holds the store" in err), err[-2000:]
+    # a chunk write already past its lease check when the process stopped may complete (the
+    # same bits: tiles are deterministic); nothing after it: at most one tile (and its mirror)
+    # changed, and the done-mask and checksums are the second run's, byte for byte
+    changed = [p for p in out.rglob("*") if p.is_file() and files.get(p) != p.stat().st_mtime_ns]
+    assert len(changed) <= 2 and all(p.parent.parent.parent.name == "gram" for p in changed), changed
+    assert {name: (out / name / "c" / "0" / "0").read_bytes() for name in records} == records
+    assert verify(out)["problems"] == []
+    assert np.array_equal(open_gram(out)[0], reference_gram(job))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_release_the_lock_and_the_run_resumes(tmp_path, sig):
+    job = synthetic_job(tmp_path / "term.yaml", n_graphs=240, tile=10, seed=4)
+    out = tmp_path / "term.zarr"
+    proc = start_run(job, out, "--set", "cluster.n_workers=1", "--set", "gram.checkpoint_seconds=0.05")
+    wait_for_chunks(proc, out, 40)
+    proc.send_signal(sig)
+    code, _, err = finish(proc)
+    assert code == 128 + sig, err[-2000:]
+    assert f"stopped by {signal.Signals(sig).name}" in err
+    assert not lk.lock_file(out).exists() and not list(tmp_path.glob("term.zarr.lock*"))
+    saved = int(zarr.open_array(str(out / "tiles_done"), mode="r")[...].sum())  # what it recorded on its way out
+    r = run_cli("run", str(job), "--out", str(out), "--quiet", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout.splitlines()[-1])["tiles_already_done"] == saved > 0
+    assert np.array_equal(open_gram(out)[0], reference_gram(job))

@@ -366,8 +366,8 @@ def test_validation():
 def test_sparse_features_from_pairs_dot_and_slicing():
     import pickle
 
-    from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
     from gramdist.kernels.hashing import mix
+    from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 
     rng = np.random.default_rng(0)
     n_graphs, m = 40, 6000

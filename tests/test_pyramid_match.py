@@ -15,9 +15,9 @@ import pytest
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
-from gramdist.kernels.features.sparse_features import dot
 from gramdist.kernels.pyramid.kernel import PyramidMatchKernel
 from gramdist.kernels.pyramid.spectral import spectral_embedding
+from gramdist.kernels.sparse import dot
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gramdist.kernels.features import sparse_features as sf
-from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
+from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 
 
 def random_features(rng: np.random.Generator, n_graphs: int, integer: bool) -> SparseFeatures:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.features.sparse_features import SparseFeatures, sq_norms
 from gramdist.kernels.features.wl import WLSubtreeKernel
+from gramdist.kernels.sparse import SparseFeatures, sq_norms
 from gramdist.stream.learners import (
     DualLearner,
     Example,

@@ -14,8 +14,8 @@ from scipy.optimize import linear_sum_assignment
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
-from gramdist.kernels.features.sparse_features import dot
-from gramdist.kernels.wloa.intersection import unary_features
+from gramdist.kernels.intersection import unary_features
+from gramdist.kernels.sparse import dot
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
 
 ROOT = Path(__file__).resolve().parents[1]

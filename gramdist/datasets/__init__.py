@@ -57,7 +57,7 @@ _MOLECULE_KEYS = ("column", "target", "package", *_MOLECULE_OPTIONS)
 _KEYS = (*_SOURCES, "node_attributes", "skip", "limit", *_MOLECULE_KEYS)
 
 
-def load_dataset(spec: str | Path | Mapping) -> GraphBatch:
+def load_dataset(spec: str | Path | Mapping, *, recorded: bool = False) -> GraphBatch:
     """Load the dataset a job describes.
 
     Parameters
@@ -66,6 +66,11 @@ def load_dataset(spec: str | Path | Mapping) -> GraphBatch:
         A dataset name (``"MUTAG"``), a ``Path`` to a TU folder, or the job's ``dataset:``
         mapping with exactly one of ``name``, ``path``, ``synthetic`` (keyword arguments of
         :func:`make_synthetic`), and optionally ``node_attributes``, ``skip`` and ``limit``.
+    recorded : bool
+        The spec was read from a store (an append re-reading the store's graphs), not given
+        by the user: it may read local files only — no download, no ``package:`` whose name
+        would import a Python package (a dotted name imports its parent). A store is data,
+        never configuration.
 
     Returns
     -------
@@ -97,10 +102,13 @@ def load_dataset(spec: str | Path | Mapping) -> GraphBatch:
     if misplaced:
         raise JobError(f"dataset.{misplaced[0]}: only for molecules (dataset.smiles or dataset.sdf)")
 
+    if recorded and "." in str(spec.get("package") or ""):
+        raise DatasetError(f"dataset.package {spec['package']!r}: a dotted package name imports code, which a spec "
+                           "read from a store may not do")
     if source == "name":
         if not isinstance(value, str):
             raise JobError(f"dataset.name: expected a string, got {value!r}")
-        batch = read_tu(resolve_dataset(value), name=value)
+        batch = read_tu(resolve_dataset(value, download=not recorded), name=value)
     elif source == "path":
         if not isinstance(value, (str, Path)):
             raise JobError(f"dataset.path: expected a folder path, got {value!r}")

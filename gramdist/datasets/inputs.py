@@ -81,7 +81,7 @@ def as_graph_batch(
     if isinstance(X, GraphBatch):
         if len(X) == 0:
             raise InputError("X: the GraphBatch holds no graphs")
-        return X
+        return X.validate("X")
     if isinstance(X, (str, os.PathLike)):
         return _from_path_or_name(X)
     if isinstance(X, Mapping):

@@ -265,28 +265,43 @@ def _file_records(path: Path, smiles_column: str, target: Any) -> list[_Record]:
     return recs
 
 
+#: the longest CSV field read (a SMILES string of a very large molecule fits many times over)
+CSV_FIELD_LIMIT = 1 << 24
+
+
 def _csv_records(path: Path, smiles_column: str, target: str | None) -> list[_Record]:
+    csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
+    recs: list[_Record] = []
     with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
-        columns = reader.fieldnames or []
-        for col, what in ((smiles_column, "smiles_column"), (target, "target")):
-            if col is not None and col not in columns:
-                raise DatasetError(f"{path}: no column {col!r} ({what}); the header has: {', '.join(columns)}")
-        recs = []
-        for i, row in enumerate(reader):
-            where = f"{path.name} line {reader.line_num} (molecule {i})"
-            smiles = (row.get(smiles_column) or "").strip()
-            recs.append(_Record(where, smiles, None, None if target is None else row.get(target)))
+        try:
+            columns = reader.fieldnames or []
+            for col, what in ((smiles_column, "smiles_column"), (target, "target")):
+                if col is not None and col not in columns:
+                    raise DatasetError(f"{path}: no column {col!r} ({what}); the header has: {', '.join(columns)}")
+            for i, row in enumerate(reader):
+                where = f"{path.name} line {reader.line_num} (molecule {i})"
+                smiles = (row.get(smiles_column) or "").strip()
+                recs.append(_Record(where, smiles, None, None if target is None else row.get(target)))
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"{path} line {reader.line_num + 1}: not UTF-8 text ({exc.reason} at byte "
+                               f"{exc.start}); save the file as UTF-8") from None
+        except csv.Error as exc:
+            raise DatasetError(f"{path} line {reader.line_num}: not a readable CSV row ({exc})") from None
     return recs
 
 
 def _smi_records(path: Path) -> list[_Record]:
     recs = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            text = line.strip()
-            if text and not text.startswith("#"):
-                recs.append(_Record(f"{path.name} line {lineno} (molecule {len(recs)})", text.split()[0], None))
+    lineno = 0
+    try:
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):  # noqa: B007 - read in the error below
+                text = line.strip()
+                if text and not text.startswith("#"):
+                    recs.append(_Record(f"{path.name} line {lineno} (molecule {len(recs)})", text.split()[0], None))
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path} line {lineno + 1}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
     return recs
 
 

@@ -166,6 +166,10 @@ def _encode(per_graph: list[list], what: str, codes: dict[str, dict] | None = No
     flat = [v for vals in per_graph for v in vals]
     known = {} if codes is None else codes.setdefault(what, {})
     if not known and all(isinstance(v, Integral) and not isinstance(v, bool) for v in flat):
+        big = next((v for v in flat if not -(2**63) <= int(v) < 2**63), None)
+        if big is not None:
+            raise DatasetError(f"from_networkx: {what} {big} does not fit in 64 bits; give labels below 2**63 "
+                               "(or strings, which get codes)")
         return [np.asarray(vals, dtype=np.int64) for vals in per_graph]
     distinct = set(flat) - known.keys()
     try:

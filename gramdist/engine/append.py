@@ -192,7 +192,7 @@ def _data_spec(data: Any) -> tuple[GraphBatch, Any]:
     from gramdist.datasets import load_dataset
 
     if isinstance(data, GraphBatch):
-        return data, None
+        return data.validate("the graphs to append"), None
     if isinstance(data, os.PathLike) or (isinstance(data, str) and Path(data).expanduser().is_dir()):
         data = {"path": str(data)}
     spec = dict(data) if isinstance(data, Mapping) else data
@@ -209,7 +209,7 @@ def _reread(source: RecordedSource, store: Location) -> GraphBatch:
         raise StoreError(f"{store}: {source.what} came from Python (no recorded source) and cannot be re-read; "
                          "pass the store's current graphs as base=")
     try:
-        batch = load_dataset(source.spec)
+        batch = load_dataset(source.spec, recorded=True)  # local files only: the store is data, not configuration
     except Exception as exc:  # noqa: BLE001 - DatasetError, JobError: say which source
         raise StoreError(f"{store}: cannot re-read {source.what} {json.dumps(source.spec)}: {exc}; pass the store's "
                          "current graphs with --base") from None
@@ -375,7 +375,7 @@ def _start(run: _Append, new: GraphBatch, new_spec: Any) -> AppendResult:
     plan.timings["read_s"] = read_s
     steps.check_output_location(path, plan.grid.n_rows - old_grid.n_rows, plan.grid.n_cols,
                                 np.dtype(plan.dtype).itemsize)
-    staging = begin_append(store, plan.grid, **_kept(store, plan), vectors=_vectors(grown, plan.symmetric),
+    staging = begin_append(store, plan.grid, **_kept(store, plan), graphs=grown,
                            entry=AppendEntry(new_spec, new.name, len(new), new.checksum(),
                                              [old_grid.n_rows, plan.grid.n_rows], plan.meta.gramdist_version),
                            grown_checksum=grown.checksum())
@@ -392,15 +392,6 @@ def _kept(store: GramStore, plan: GramPlan) -> dict[str, np.ndarray]:
         mask[tl] = old_mask[tl] and old_sums is not None  # a store without checksums: recompute, to record them
         sums[tl] = 0 if old_sums is None else old_sums[tl]
     return {"mask": mask, "checksums": sums}
-
-
-def _vectors(grown: GraphBatch, symmetric: bool) -> dict[str, np.ndarray]:
-    vectors = {"graph_ids": grown.graph_ids}
-    if symmetric:  # the column axis is the row axis: its ids grow with it
-        vectors["graph_ids_cols"] = grown.graph_ids
-    if grown.y is not None:
-        vectors["y"] = grown.y
-    return vectors
 
 
 def _resume_pending(run: _Append, pending: PendingAppend, new: GraphBatch | None) -> AppendResult:
@@ -421,7 +412,9 @@ def _resume_pending(run: _Append, pending: PendingAppend, new: GraphBatch | None
         n = len(grid.tiles())
         return AppendResult(str(path), pending.n_graphs, grid.n_rows, n, 0, n, complete)
     if new is None:
-        new = _data_spec(pending.source)[0] if pending.source is not None else None
+        from gramdist.datasets import load_dataset
+
+        new = load_dataset(pending.source, recorded=True) if pending.source is not None else None
         if new is None or new.checksum() != pending.checksum:
             raise StoreError(f"{path}: the source of the interrupted append ({pending.describe()}) cannot be re-read "
                              "with the same content; give the data again or `--abort`")

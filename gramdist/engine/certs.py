@@ -70,8 +70,9 @@ def write_certificates(folder: str | os.PathLike, *, clients: Iterable[str] = ("
             raise GramdistError(f"client certificate name {name!r}: choose a plain name other than "
                                 f"ca, {', '.join(SERVER_ROLES)}")
     out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    os.chmod(out, 0o700)
+    if not out.exists():  # a folder made here is private; an existing one keeps its mode (the keys are 0600)
+        out.mkdir(parents=True, mode=0o700)
+        os.chmod(out, 0o700)
     now = datetime.datetime.now(datetime.UTC)
     validity = (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days))
     files: dict[str, Path] = {}

@@ -165,6 +165,7 @@ class MemorySink:
     def __init__(self, grid: TileGrid, dtype: str = "float64") -> None:
         self.grid = grid
         self.dtype = np.dtype(dtype)
+        check_fits_in_memory(grid.n_rows * grid.n_cols * self.dtype.itemsize)
         # one tile covering the Gram is the Gram: kept as computed, not copied into a fresh
         # array (for NCI1's 4110 graphs the copy's page faults cost more than WL's arithmetic)
         self._whole = grid.shape == (1, 1)
@@ -202,6 +203,29 @@ class MemorySink:
 
     def record_timings(self, timings: dict[str, float]) -> None:
         pass
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to this process now (Linux's MemAvailable), or None if unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_fits_in_memory(nbytes: int) -> None:
+    """:class:`~gramdist.errors.StoreError` in one line when a Gram of ``nbytes`` cannot be held
+    here (before anything is computed), pointing to a store, which holds it on disk tile by tile."""
+    from gramdist.errors import StoreError
+
+    free = available_memory()
+    if free is not None and nbytes > free:
+        raise StoreError(f"the Gram needs {nbytes / 2**30:.1f} GiB in memory and {free / 2**30:.1f} GiB are available; "
+                         "write it to a store instead (store= in Python, `gramdist run` on the command line)")
 
 
 class FeatureStoreSink(_Throttled):

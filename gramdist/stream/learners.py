@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.features.sparse_features import SparseFeatures, dot
+from gramdist.kernels.sparse import SparseFeatures, dot
 from gramdist.stream.policies import EXAMPLE_POLICIES, FEATURE_POLICIES, PRIMAL_SIGMA, fscore, smallest
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState
-from gramdist.kernels.features.sparse_features import SparseFeatures, sq_norms
+from gramdist.kernels.sparse import SparseFeatures, sq_norms
 
 LABEL_RULES = ("identity", "flip")
 

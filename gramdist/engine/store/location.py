@@ -130,14 +130,20 @@ class Sidecar:
             raise
 
     def create(self, value: dict[str, Any]) -> bool:
-        """Create it holding ``value`` only if it does not exist (atomic); False if it did."""
+        """Create it holding ``value`` only if it does not exist; False if it did. Atomic with
+        its content: written to a private file, then hard-linked into place (a link fails if the
+        name exists), so no reader or renamer ever sees it empty."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.new.")
         try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            with os.fdopen(fd, "w") as f:
+                json.dump(value, f)
+            os.link(tmp, self.path)
         except FileExistsError:
             return False
-        with os.fdopen(fd, "w") as f:
-            json.dump(value, f)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         return True
 
     def modified(self) -> float | None:

@@ -41,11 +41,12 @@ from typing import Any
 from gramdist.engine.store.location import Location, Sidecar
 from gramdist.errors import StoreError
 
-HEARTBEAT_SECONDS = 10.0
-#: a lease lasts this long after its holder's last heartbeat
-STALE_SECONDS = 60.0
+#: a lease lasts this long after its holder's last heartbeat (``$GRAMDIST_LEASE_SECONDS``, default
+#: 60: long enough for a busy machine's heartbeat thread, short enough to resume after a crash)
+STALE_SECONDS = float(os.environ.get("GRAMDIST_LEASE_SECONDS") or 60.0)
+HEARTBEAT_SECONDS = min(10.0, STALE_SECONDS / 6)
 #: a writer stops writing this long before its lease would expire (its heartbeat is late)
-SAFETY_SECONDS = 15.0
+SAFETY_SECONDS = min(15.0, STALE_SECONDS / 4)
 
 
 class StoreBusyError(StoreError):

@@ -208,10 +208,16 @@ class Staging:
 
 
 def begin_append(store: GramStore, grid: TileGrid, *, mask: np.ndarray, checksums: np.ndarray,
-                 vectors: dict[str, np.ndarray], entry: AppendEntry, grown_checksum: str) -> Staging:
+                 graphs: Any, entry: AppendEntry, grown_checksum: str) -> Staging:
     """Create the staging group of an append of ``entry`` growing ``store`` to ``grid``: the
     grown Gram (empty), its done-mask and checksums (the kept tiles already marked) and the grown
-    graph vectors (``y``, ``graph_ids``); record it in the store's ``pending_append``."""
+    row graphs' labels and ids (``graphs``: the store's graphs and the new ones); record it in the
+    store's ``pending_append``."""
+    vectors = {"graph_ids": graphs.graph_ids}
+    if grid.symmetric:  # the column axis is the row axis: its ids grow with it
+        vectors["graph_ids_cols"] = graphs.graph_ids
+    if graphs.y is not None:
+        vectors["y"] = graphs.y
     name = f"{PENDING_PREFIX}{entry.checksum[:12]}"
     path = folder_of(store.root) / name
     if path.exists():

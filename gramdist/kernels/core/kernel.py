@@ -51,8 +51,8 @@ from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState
 from gramdist.kernels.core.decomposition import core_batch, core_numbers, degeneracies
-from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
 from gramdist.kernels.hashing import combine, tag
+from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 
 _TAG = tag("core.level")
 _PREFIX = "base."

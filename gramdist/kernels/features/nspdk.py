@@ -108,8 +108,8 @@ from threadpoolctl import threadpool_limits
 from gramdist.arrayops import ranges
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import check_param
-from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures, sort_segments
 from gramdist.kernels.hashing import as_u64, combine, mix, segment_sum_u64, tag
+from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures, sort_segments
 
 _T_DIST = tag("nspdk.distance-label")
 _T_NODE = tag("nspdk.vertex")

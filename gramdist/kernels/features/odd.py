@@ -46,8 +46,8 @@ import scipy.sparse as sp
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import check_param
 from gramdist.kernels.features.nspdk import BLOCK_NODES, _blocks, _coo_keys, distance_patterns
-from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
 from gramdist.kernels.hashing import combine, mix, tag
+from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 
 _T_TREE = tag("odd.tree")
 _T_CHILD = tag("odd.child")

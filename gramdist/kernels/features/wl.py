@@ -39,34 +39,8 @@ import numpy as np
 from gramdist.arrayops import unique_sorted
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import KernelState, check_param
-from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
-from gramdist.kernels.hashing import mix
-
-
-def wl_labels(graphs: GraphBatch, h: int) -> list[np.ndarray]:
-    """Hashed WL labels of every node at iterations ``0..h``.
-
-    Returns
-    -------
-    list of h+1 arrays of shape (N,) uint64, one per iteration, over the batch's nodes.
-    """
-    base = graphs.node_labels if graphs.node_labels is not None else np.zeros(graphs.n_nodes, np.int64)
-    labels = mix(base.astype(np.int64).view(np.uint64))
-    out = [labels]
-    indptr, nbrs, _ = graphs.arcs()
-    with np.errstate(over="ignore"):
-        for it in range(1, h + 1):
-            # Multiset hash of the neighbours' labels: a wrapping sum of a second mix of each
-            # label (order-free, so no sort is needed); differences of a cumulative sum give
-            # every node's segment sum, including empty segments (isolated nodes).
-            mixed = mix(labels[nbrs] ^ np.uint64(0xA0761D6478BD642F))
-            csum = np.zeros(len(mixed) + 1, dtype=np.uint64)
-            np.cumsum(mixed, out=csum[1:])
-            neigh = csum[indptr[1:]] - csum[indptr[:-1]]
-            salt = mix(np.uint64(it))
-            labels = mix(mix(labels ^ salt) + neigh)
-            out.append(labels)
-    return out
+from gramdist.kernels.relabel import wl_labels
+from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 
 
 class WLSubtreeKernel(SparseFeatureKernel):
@@ -79,7 +53,7 @@ class WLSubtreeKernel(SparseFeatureKernel):
 
     Notes
     -----
-    ``embed`` returns :class:`~gramdist.kernels.features.sparse_features.SparseFeatures` (one row per
+    ``embed`` returns :class:`~gramdist.kernels.sparse.SparseFeatures` (one row per
     graph); ``pairwise`` is their exact dot product (integer counts, so the Gram is exact and
     bitwise independent of tiling). See the module docstring for label hashing.
     """

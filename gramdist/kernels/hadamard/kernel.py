@@ -56,8 +56,8 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import check_param
-from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
 from gramdist.kernels.hashing import as_u64, combine, mix, tag
+from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 
 _CODE = tag("hadamard.code")
 _FEAT = tag("hadamard.feature")

@@ -29,8 +29,8 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import check_param
-from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
 from gramdist.kernels.hashing import as_u64, combine, tag
+from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 
 _VERTEX = tag("histogram.vertex")
 _EDGE = tag("histogram.edge")

@@ -42,7 +42,7 @@ Choices
   semidefinite, but a ratio, with no finite feature map. So there are no
   ``feature_vectors``; feature stores use Nyström features. ``pairwise`` computes each
   ``c_r`` exactly as the integer dot product of unary-coded label counts
-  (:mod:`gramdist.kernels.wloa.intersection`), then the ratios in a fixed order: the block
+  (:mod:`gramdist.kernels.intersection`), then the ratios in a fixed order: the block
   is bitwise independent of the tiling.
 * ``K(G, G) = 1`` for every non-empty graph, so ``gram.normalize`` changes nothing.
 """
@@ -55,9 +55,9 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
-from gramdist.kernels.features.sparse_features import dot, sq_norms
 from gramdist.kernels.hashing import as_u64, mix, tag
-from gramdist.kernels.wloa.intersection import unary_features
+from gramdist.kernels.intersection import unary_features
+from gramdist.kernels.sparse import dot, sq_norms
 
 _TAG = tag("nh.unary")
 _U64 = np.uint64

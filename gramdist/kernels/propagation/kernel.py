@@ -92,9 +92,9 @@ import scipy.sparse as sp
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import KernelState, check_param
-from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
 from gramdist.kernels.hashing import as_u64, combine, tag
 from gramdist.kernels.propagation.random import cauchy, normal, uniform
+from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 
 _TAG = tag("propagation.bin")
 _TAG_ATTR = tag("propagation_attr.bin")

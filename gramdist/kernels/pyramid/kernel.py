@@ -46,9 +46,9 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import KernelState, check_param
-from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures, dot, sq_norms
 from gramdist.kernels.hashing import combine, mix, tag
 from gramdist.kernels.pyramid.spectral import spectral_embedding
+from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures, dot, sq_norms
 
 _TAG = tag("pyramid_match.cell")
 _COPY = np.uint64(0x632BE59BD9B4E019)  # second copy of an odd-exponent feature (embedding)

@@ -70,8 +70,8 @@ from threadpoolctl import threadpool_limits
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
-from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
 from gramdist.kernels.hashing import combine, multiset_sum, tag
+from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 from gramdist.kernels.theta import solvers
 from gramdist.kernels.theta.solvers import (
     lovasz_representation,

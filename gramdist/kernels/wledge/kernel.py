@@ -43,9 +43,9 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import check_param
-from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
-from gramdist.kernels.features.wl import wl_labels
 from gramdist.kernels.hashing import as_u64, combine, tag
+from gramdist.kernels.relabel import wl_labels
+from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 
 _TAG = tag("wl_edge")
 

@@ -27,7 +27,7 @@ every label ``ω = 1``) and the TUDataset C++ ``compute_wloa_dense`` (tests comp
 Explicit features
 -----------------
 Histogram intersection has the finite feature map of unary-coded counts
-(:mod:`gramdist.kernels.wloa.intersection`): feature ``(i, σ, k)`` for ``k = 1..c_i(G, σ)``.
+(:mod:`gramdist.kernels.intersection`): feature ``(i, σ, k)`` for ``k = 1..c_i(G, σ)``.
 ``embed`` returns those rows (one feature per node per iteration, all values 1), ``pairwise``
 is their exact integer dot product (equal to the min-sum, bit for bit, in any tiling) and
 ``feature_vectors`` gives the same rows to feature stores.
@@ -64,10 +64,10 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import check_param
-from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
-from gramdist.kernels.features.wl import wl_labels
 from gramdist.kernels.hashing import tag
-from gramdist.kernels.wloa.intersection import unary_features
+from gramdist.kernels.intersection import unary_features
+from gramdist.kernels.relabel import wl_labels
+from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 
 _TAG = tag("wloa.unary")
 

@@ -34,8 +34,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.features.sparse_features import SparseFeatures
-from gramdist.kernels.features.wl import wl_labels
+from gramdist.kernels.relabel import wl_labels
+from gramdist.kernels.sparse import SparseFeatures
 
 
 @dataclass(eq=False)

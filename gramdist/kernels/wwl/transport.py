@@ -44,7 +44,7 @@ import warnings
 import numpy as np
 
 from gramdist.arrayops import ranges
-from gramdist.kernels.features.sparse_features import SparseFeatures, _as_csr
+from gramdist.kernels.sparse import SparseFeatures, _as_csr
 from gramdist.kernels.wwl.embeddings import NodeSets
 
 #: rows of ``a`` per broadcast band of the dense part of :func:`weighted_intersections`

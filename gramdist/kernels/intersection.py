@@ -8,7 +8,7 @@ node contributes exactly one feature: the ``k``-th node (in any order) carrying 
 in its graph gets feature ``(σ, k)``.
 
 All values are 1 and all dot products are integers below 2^53, so
-:func:`gramdist.kernels.features.sparse_features.dot` computes them exactly, in any order:
+:func:`gramdist.kernels.sparse.dot` computes them exactly, in any order:
 the pairwise block and the feature-store rows agree bit for bit, whatever the tiling.
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gramdist.kernels.features.sparse_features import SparseFeatures
 from gramdist.kernels.hashing import combine
+from gramdist.kernels.sparse import SparseFeatures
 
 
 def unary_features(rows: np.ndarray, labels: np.ndarray, n_rows: int, salt: np.uint64) -> SparseFeatures:
