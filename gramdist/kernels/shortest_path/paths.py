@@ -79,8 +79,9 @@ def _pairs_of_rows(dist: np.ndarray, first_source: int) -> tuple[np.ndarray, np.
 def pair_pieces(graphs: GraphBatch, max_pairs: int = MAX_PAIRS) -> Iterator[PairPiece]:
     """The ordered pairs of every graph of ``graphs``, in pieces of about ``max_pairs`` rows' entries.
 
-    Small graphs are grouped into one piece; a large graph is split by blocks of sources
-    (so one graph may span several consecutive pieces).
+    Small graphs are grouped into one piece; a large graph (more than ``max_pairs`` entries)
+    is split by blocks of sources, one piece per block (so one graph may span several
+    consecutive pieces, always the same ones whatever other graphs share the batch).
     """
     sizes = graphs.nodes_per_graph
     starts = graphs.node_offsets[:-1] - graphs.node_offsets[0]
@@ -99,12 +100,18 @@ def pair_pieces(graphs: GraphBatch, max_pairs: int = MAX_PAIRS) -> Iterator[Pair
         if n < 2:
             continue
         adj = local_adjacency(graphs, g)
-        for a, b in source_blocks(n, max_pairs):
+        blocks = source_blocks(n, max_pairs)
+        if len(blocks) > 1 and parts:
+            # a graph split over several blocks gets one piece per block, whatever came
+            # before it, so its partial sums never depend on the other graphs of the batch
+            yield flush()
+            parts, held = [], 0
+        for a, b in blocks:
             u, v, d = _pairs_of_rows(distance_rows(adj, np.arange(a, b)), a)
             if len(d):
                 parts.append((np.full(len(d), g, np.int64), u + starts[g], v + starts[g], d))
                 held += (b - a) * n
-            if held >= max_pairs:
+            if held >= max_pairs or (len(blocks) > 1 and parts):
                 yield flush()
                 parts, held = [], 0
     if parts:
