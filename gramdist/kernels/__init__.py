@@ -33,6 +33,12 @@ KERNELS: dict[str, str] = {
     "matching": "gramdist.kernels.matching.kernel:AdaptiveMatchingKernel",
     "nspdk": "gramdist.kernels.features.nspdk:NSPDKKernel",
     "odd": "gramdist.kernels.features.odd:ODDSTKernel",
+    "sp": "gramdist.kernels.shortest_path.sp:ShortestPathKernel",
+    "sp_attr": "gramdist.kernels.shortest_path.attributed:ShortestPathAttrKernel",
+    "wlsp": "gramdist.kernels.shortest_path.wlsp:WLShortestPathKernel",
+    "graphhopper": "gramdist.kernels.graphhopper.kernel:GraphHopperKernel",
+    "hgk_wl": "gramdist.kernels.hashgraph.kernel:HashWLKernel",
+    "hgk_sp": "gramdist.kernels.hashgraph.kernel:HashSPKernel",
 }
 
 
