@@ -9,7 +9,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 import pytest
-from test_sp import gram_of_counters, grakel_graphs, permuted, random_graphs, to_nx
+from test_sp import grakel_graphs, gram_of_counters, permuted, random_graphs, to_nx
 
 from gramdist.datasets import read_tu
 from gramdist.graphs import GraphBatch

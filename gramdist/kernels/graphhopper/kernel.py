@@ -148,7 +148,7 @@ def path_position_counts(adj: sp.csr_matrix, node_code: np.ndarray, n_codes: int
         des = np.zeros((r * n, width))
         des[reach.ravel(), 0] = 1.0
         porder = np.lexsort((parent, level))  # arcs by level, then parent
-        pp, cc, lv = parent[porder], child[porder], level[porder]
+        pp, cc = parent[porder], child[porder]
         for k in range(depth - 1, -1, -1):
             s, e = lstart[k], lend[k]
             if s == e:
@@ -157,13 +157,13 @@ def path_position_counts(adj: sp.csr_matrix, node_code: np.ndarray, n_codes: int
             h = depth - k  # children sit at level k + 1: des(child, l) = 0 for l >= depth - k
             first = np.concatenate([[0], np.flatnonzero(np.diff(p)) + 1])
             des[p[first], 1 : h + 1] += np.add.reduceat(des[c, :h], first, axis=0)
-        pair, l = np.nonzero(des)
+        pair, length = np.nonzero(des)
         a = flat_d[pair]
         v = pair % n
-        w = sigma[pair] * des[pair, l]
+        w = sigma[pair] * des[pair, length]
         if weights is not None:
             w = w * weights[v]
-        parts.append((node_code[v], tri(a, a + l), w))
+        parts.append((node_code[v], tri(a, a + length), w))
         start = stop
     delta = diam + 1
     t_size = delta * (delta + 1) // 2
