@@ -160,15 +160,17 @@ def test_no_labels_is_all_label_zero():
     assert np.array_equal(a, gram_by_tiles(u, u.fit(g, 0), g, 5))
 
 
-def test_large_graph_split_into_source_blocks_gives_the_same_features(monkeypatch):
+@pytest.mark.parametrize("max_pairs,group_nodes", [(50, 256), (50, 2), (1 << 22, 2), (300, 40)])
+def test_grouping_and_source_blocks_give_the_same_features(max_pairs, group_nodes, monkeypatch):
     graphs = random_graphs(8, 5, max_nodes=40)
     kernel = ShortestPathKernel()
     whole = kernel.features(graphs)
     import gramdist.kernels.shortest_path.paths as paths
 
-    monkeypatch.setattr(paths, "MAX_PAIRS", 50)
-    monkeypatch.setattr(paths.pair_pieces, "__defaults__", (50,))
-    assert len(list(pair_pieces(graphs))) > len(graphs)
+    monkeypatch.setattr(paths, "GROUP_NODES", group_nodes)
+    monkeypatch.setattr(paths.pair_pieces, "__defaults__", (max_pairs,))
+    if (max_pairs, group_nodes) == (50, 2):  # every graph with > 1 node split into blocks
+        assert len(list(pair_pieces(graphs))) > len(graphs)
     split = kernel.features(graphs)
     assert np.array_equal(whole.keys, split.keys) and np.array_equal(whole.values, split.values)
 

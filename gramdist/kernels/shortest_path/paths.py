@@ -76,12 +76,35 @@ def _pairs_of_rows(dist: np.ndarray, first_source: int) -> tuple[np.ndarray, np.
     return r + first_source, c, dist[r, c].astype(np.int64)
 
 
+#: small graphs are solved together, as one block-diagonal matrix of at most this many nodes
+GROUP_NODES = 256
+
+
+def _group_pairs(graphs: GraphBatch, first: int, last: int) -> tuple[np.ndarray, ...]:
+    """(g, u, v, d) of graphs ``first..last-1`` solved as one block-diagonal adjacency."""
+    indptr, nbrs, _ = graphs.arcs()
+    s = int(graphs.node_offsets[first] - graphs.node_offsets[0])
+    e = int(graphs.node_offsets[last] - graphs.node_offsets[0])
+    ip = indptr[s : e + 1] - indptr[s]
+    adj = sp.csr_matrix((np.ones(int(ip[-1])), nbrs[indptr[s] : indptr[e]] - s, ip), shape=(e - s, e - s))
+    dist = shortest_path(adj, method="D", directed=True, unweighted=True)
+    gid = graphs.node_graph[s:e]
+    ok = np.isfinite(dist)
+    ok &= gid[:, None] == gid[None, :]
+    np.fill_diagonal(ok, False)
+    r, c = np.nonzero(ok)
+    return gid[r], r + s, c + s, dist[r, c].astype(np.int64)
+
+
 def pair_pieces(graphs: GraphBatch, max_pairs: int = MAX_PAIRS) -> Iterator[PairPiece]:
     """The ordered pairs of every graph of ``graphs``, in pieces of about ``max_pairs`` rows' entries.
 
-    Small graphs are grouped into one piece; a large graph (more than ``max_pairs`` entries)
-    is split by blocks of sources, one piece per block (so one graph may span several
-    consecutive pieces, always the same ones whatever other graphs share the batch).
+    Consecutive small graphs (together at most ``GROUP_NODES`` nodes) are solved as one
+    block-diagonal matrix (one BFS call instead of one per graph), and several such groups
+    make one piece; a large graph (more than ``max_pairs`` entries) is split by blocks of
+    sources, one piece per block (so one graph may span several consecutive pieces, always
+    the same ones whatever other graphs share the batch). Within a piece, pairs are ordered
+    by graph, then ``u``, then ``v``, and a graph's pairs never depend on the other graphs.
     """
     sizes = graphs.nodes_per_graph
     starts = graphs.node_offsets[:-1] - graphs.node_offsets[0]
@@ -95,9 +118,23 @@ def pair_pieces(graphs: GraphBatch, max_pairs: int = MAX_PAIRS) -> Iterator[Pair
         d = np.concatenate([p[3] for p in parts])
         return PairPiece(g, u, v, d)
 
-    for g in range(len(graphs)):
+    g = 0
+    n_graphs = len(graphs)
+    while g < n_graphs:
         n = int(sizes[g])
-        if n < 2:
+        if n <= GROUP_NODES // 2:
+            last, total = g, 0
+            while last < n_graphs and sizes[last] <= GROUP_NODES // 2 and total + sizes[last] <= GROUP_NODES:
+                total += int(sizes[last])
+                last += 1
+            part = _group_pairs(graphs, g, last)
+            if len(part[0]):
+                parts.append(part)
+            held += int(np.sum(sizes[g:last] ** 2))
+            g = last
+            if held >= max_pairs:
+                yield flush()
+                parts, held = [], 0
             continue
         adj = local_adjacency(graphs, g)
         blocks = source_blocks(n, max_pairs)
@@ -114,6 +151,7 @@ def pair_pieces(graphs: GraphBatch, max_pairs: int = MAX_PAIRS) -> Iterator[Pair
             if held >= max_pairs or (len(blocks) > 1 and parts):
                 yield flush()
                 parts, held = [], 0
+        g += 1
     if parts:
         yield flush()
 
@@ -231,5 +269,5 @@ def labelled_distance_counts(graphs: GraphBatch, label_sets: list[np.ndarray | N
     return result
 
 
-__all__ = ["MAX_PAIRS", "PairPiece", "pair_pieces", "local_adjacency", "distance_rows", "source_blocks",
+__all__ = ["MAX_PAIRS", "GROUP_NODES", "PairPiece", "pair_pieces", "local_adjacency", "distance_rows", "source_blocks",
            "local_codes", "count_codes", "labelled_distance_counts"]
