@@ -68,58 +68,34 @@ def source_blocks(n: int, max_pairs: int = MAX_PAIRS) -> list[tuple[int, int]]:
     return [(a, min(n, a + rows)) for a in range(0, n, rows)]
 
 
-def _pairs_of_rows(dist: np.ndarray, first_source: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Local (u, v, d) of the finite off-diagonal entries of distance rows ``dist``."""
-    ok = np.isfinite(dist)
-    ok[np.arange(dist.shape[0]), np.arange(first_source, first_source + dist.shape[0])] = False
-    r, c = np.nonzero(ok)
-    return r + first_source, c, dist[r, c].astype(np.int64)
-
-
 #: small graphs are solved together, as one block-diagonal matrix of at most this many nodes
-GROUP_NODES = 256
+GROUP_NODES = 128
 
 
-def _group_pairs(graphs: GraphBatch, first: int, last: int) -> tuple[np.ndarray, ...]:
-    """(g, u, v, d) of graphs ``first..last-1`` solved as one block-diagonal adjacency."""
-    indptr, nbrs, _ = graphs.arcs()
-    s = int(graphs.node_offsets[first] - graphs.node_offsets[0])
-    e = int(graphs.node_offsets[last] - graphs.node_offsets[0])
-    ip = indptr[s : e + 1] - indptr[s]
-    adj = sp.csr_matrix((np.ones(int(ip[-1])), nbrs[indptr[s] : indptr[e]] - s, ip), shape=(e - s, e - s))
-    dist = shortest_path(adj, method="D", directed=True, unweighted=True)
-    gid = graphs.node_graph[s:e]
-    ok = np.isfinite(dist)
-    ok &= gid[:, None] == gid[None, :]
-    np.fill_diagonal(ok, False)
-    r, c = np.nonzero(ok)
-    return gid[r], r + s, c + s, dist[r, c].astype(np.int64)
+@dataclass
+class DistanceBlock:
+    """Hop distances from the batch nodes ``row0 .. row0+k-1`` to ``col0 .. col0+c-1`` (global,
+    0-based at the batch's first node): ``dist`` (k, c) float64, ``inf`` wherever the pair does
+    not count (a node and itself, nodes of different graphs or components)."""
+
+    row0: int
+    col0: int
+    dist: np.ndarray
 
 
-def pair_pieces(graphs: GraphBatch, max_pairs: int = MAX_PAIRS) -> Iterator[PairPiece]:
-    """The ordered pairs of every graph of ``graphs``, in pieces of about ``max_pairs`` rows' entries.
+def distance_blocks(graphs: GraphBatch, max_pairs: int = MAX_PAIRS) -> Iterator[DistanceBlock]:
+    """All-pairs distances of every graph, graph after graph, in blocks of bounded size.
 
-    Consecutive small graphs (together at most ``GROUP_NODES`` nodes) are solved as one
-    block-diagonal matrix (one BFS call instead of one per graph), and several such groups
-    make one piece; a large graph (more than ``max_pairs`` entries) is split by blocks of
-    sources, one piece per block (so one graph may span several consecutive pieces, always
-    the same ones whatever other graphs share the batch). Within a piece, pairs are ordered
-    by graph, then ``u``, then ``v``, and a graph's pairs never depend on the other graphs.
+    Consecutive graphs of at most ``GROUP_NODES / 2`` nodes are solved together as one
+    block-diagonal adjacency of at most ``GROUP_NODES`` nodes (one BFS call instead of one
+    per graph); a larger graph gets blocks of source rows of about ``max_pairs`` entries.
+    Which block a pair falls in depends only on its graph's size and on the graphs grouped
+    with it, never on arithmetic across graphs.
     """
     sizes = graphs.nodes_per_graph
     starts = graphs.node_offsets[:-1] - graphs.node_offsets[0]
-    parts: list[tuple[np.ndarray, ...]] = []
-    held = 0
-
-    def flush() -> PairPiece:
-        g = np.concatenate([p[0] for p in parts])
-        u = np.concatenate([p[1] for p in parts])
-        v = np.concatenate([p[2] for p in parts])
-        d = np.concatenate([p[3] for p in parts])
-        return PairPiece(g, u, v, d)
-
-    g = 0
-    n_graphs = len(graphs)
+    indptr, nbrs, _ = graphs.arcs()
+    g, n_graphs = 0, len(graphs)
     while g < n_graphs:
         n = int(sizes[g])
         if n <= GROUP_NODES // 2:
@@ -127,31 +103,56 @@ def pair_pieces(graphs: GraphBatch, max_pairs: int = MAX_PAIRS) -> Iterator[Pair
             while last < n_graphs and sizes[last] <= GROUP_NODES // 2 and total + sizes[last] <= GROUP_NODES:
                 total += int(sizes[last])
                 last += 1
-            part = _group_pairs(graphs, g, last)
-            if len(part[0]):
-                parts.append(part)
-            held += int(np.sum(sizes[g:last] ** 2))
+            s, e = int(starts[g]), int(starts[g]) + total
+            if total > 1:
+                ip = indptr[s : e + 1] - indptr[s]
+                adj = sp.csr_matrix((np.ones(int(ip[-1])), nbrs[indptr[s] : indptr[e]] - s, ip), shape=(e - s, e - s))
+                dist = shortest_path(adj, method="D", directed=True, unweighted=True)
+                if last - g > 1:
+                    gid = graphs.node_graph[s:e]
+                    dist[gid[:, None] != gid[None, :]] = np.inf
+                np.fill_diagonal(dist, np.inf)
+                yield DistanceBlock(s, s, dist)
             g = last
-            if held >= max_pairs:
-                yield flush()
-                parts, held = [], 0
             continue
         adj = local_adjacency(graphs, g)
-        blocks = source_blocks(n, max_pairs)
-        if len(blocks) > 1 and parts:
-            # a graph split over several blocks gets one piece per block, whatever came
-            # before it, so its partial sums never depend on the other graphs of the batch
+        s = int(starts[g])
+        for a, b in source_blocks(n, max_pairs):
+            dist = distance_rows(adj, np.arange(a, b))
+            dist[np.arange(b - a), np.arange(a, b)] = np.inf
+            yield DistanceBlock(s + a, s, dist)
+        g += 1
+
+
+def pair_pieces(graphs: GraphBatch, max_pairs: int = MAX_PAIRS) -> Iterator[PairPiece]:
+    """The ordered pairs of every graph of ``graphs``, in pieces of about ``max_pairs`` entries.
+
+    Built on :func:`distance_blocks`: the blocks of small graphs are gathered into pieces of
+    about ``max_pairs`` entries; a graph split over several source blocks gets one piece per
+    block, whatever came before it, so its partial sums never depend on the other graphs of
+    the batch. Within a piece, pairs are ordered by graph, then ``u``, then ``v``.
+    """
+    node_graph = graphs.node_graph
+    parts: list[tuple[np.ndarray, ...]] = []
+    held = 0
+
+    def flush() -> PairPiece:
+        return PairPiece(*(np.concatenate([p[i] for p in parts]) for i in range(4)))
+
+    for block in distance_blocks(graphs, max_pairs):
+        split = int(node_graph[block.row0]) == int(node_graph[block.col0 + block.dist.shape[1] - 1]) and \
+            block.dist.shape[0] < block.dist.shape[1]  # a block of source rows of one large graph
+        if split and parts:
             yield flush()
             parts, held = [], 0
-        for a, b in blocks:
-            u, v, d = _pairs_of_rows(distance_rows(adj, np.arange(a, b)), a)
-            if len(d):
-                parts.append((np.full(len(d), g, np.int64), u + starts[g], v + starts[g], d))
-                held += (b - a) * n
-            if held >= max_pairs or (len(blocks) > 1 and parts):
-                yield flush()
-                parts, held = [], 0
-        g += 1
+        r, c = np.nonzero(np.isfinite(block.dist))
+        if len(r):
+            u = r + block.row0
+            parts.append((node_graph[u], u, c + block.col0, block.dist[r, c].astype(np.int64)))
+        held += block.dist.size
+        if parts and (held >= max_pairs or split):
+            yield flush()
+            parts, held = [], 0
     if parts:
         yield flush()
 
@@ -217,6 +218,20 @@ def count_codes(graph: np.ndarray, code: np.ndarray, space: np.ndarray) -> tuple
 
 
 
+def _count_block(values: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values in ``0..total-1`` and their counts: a bincount when ``total`` is not much
+    larger than ``len(values)``, else a sort."""
+    if total <= 4 * len(values) + (1 << 16):
+        cnt = np.bincount(values, minlength=total)
+        nz = np.flatnonzero(cnt)
+        return nz, cnt[nz]
+    s = np.sort(values)
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    np.not_equal(s[1:], s[:-1], out=new[1:])
+    return s[new], np.diff(np.append(np.flatnonzero(new), len(s)))
+
+
 def labelled_distance_counts(graphs: GraphBatch, label_sets: list[np.ndarray | None],
                              max_pairs: int = MAX_PAIRS) -> list[tuple[np.ndarray, ...]]:
     """For each node labelling, the counts of ``(label(u), label(v), d(u, v))`` per graph.
@@ -226,48 +241,63 @@ def labelled_distance_counts(graphs: GraphBatch, label_sets: list[np.ndarray | N
     label arrays (int64 or uint64), or ``None`` for "no labels" (only ``d`` counts).
     The distances are computed once and shared by all labellings.
 
+    Each block of distances is counted without listing its pairs: with per-graph dense label
+    codes ``c`` (``L_g`` of them) the code of a pair is
+    ``off_g + (c(u)·L_g + c(v))·n_g + d`` = a row term + a column term + the distance, so one
+    broadcast addition over the block and one ``bincount`` (or a sort, for large code spaces
+    such as late WL labels) count it.
+
     Returns one ``(graph, label_u, label_v, d, count)`` tuple of arrays per labelling (for
-    ``None``: ``label_u``/``label_v`` are zeros). Each (graph, label_u, label_v, d) appears
-    at most once per piece; a graph split over several pieces may repeat one, with the
-    counts to be summed.
+    ``None``: ``label_u``/``label_v`` are zeros). A (graph, label_u, label_v, d) appears once
+    per block; a graph split over several blocks may repeat one, with counts to be summed.
     """
     sizes = graphs.nodes_per_graph
+    node_graph = graphs.node_graph
     prepared = []
     for labels in label_sets:
         if labels is None:
-            prepared.append(None)
+            prepared.append((np.zeros(graphs.n_nodes, np.int64), np.ones(len(graphs), np.int64), None, None))
             continue
         code, n_codes, table = local_codes(graphs, np.asarray(labels))
-        cum = np.concatenate([[0], np.cumsum(n_codes)])
-        prepared.append((code, n_codes, table, cum, n_codes * n_codes * sizes))
+        prepared.append((code, n_codes, table, np.concatenate([[0], np.cumsum(n_codes)])))
     out: list[list[tuple[np.ndarray, ...]]] = [[] for _ in label_sets]
-    for piece in pair_pieces(graphs, max_pairs):
-        for i, prep in enumerate(prepared):
-            if prep is None:
-                g, d, cnt = count_codes(piece.graph, piece.d, sizes)
+    for block in distance_blocks(graphs, max_pairs):
+        k, c = block.dist.shape
+        rows = np.arange(block.row0, block.row0 + k)
+        cols = np.arange(block.col0, block.col0 + c)
+        finite = np.isfinite(block.dist)
+        dist = block.dist[finite].astype(np.int64)
+        rg, cg = node_graph[rows], node_graph[cols]
+        g0 = int(rg[0])
+        gs = np.arange(g0, int(cg[-1]) + 1)
+        for i, (code, n_codes, table, cum) in enumerate(prepared):
+            space = n_codes[gs] * n_codes[gs] * sizes[gs]
+            off = np.concatenate([[0], np.cumsum(space)])
+            rterm = off[rg - g0] + code[rows] * n_codes[rg] * sizes[rg]
+            cterm = code[cols] * sizes[cg]
+            vals = np.add.outer(rterm, cterm)[finite] + dist
+            nz, cnt = _count_block(vals, int(off[-1]))
+            p = np.searchsorted(off, nz, side="right") - 1
+            rem = nz - off[p]
+            g = gs[p]
+            n = sizes[g]
+            d = rem % n
+            if table is None:
                 z = np.zeros(len(g), np.int64)
                 out[i].append((g, z, z, d, cnt))
                 continue
-            code, n_codes, table, cum, space = prep
-            L = n_codes[piece.graph]
-            n = sizes[piece.graph]
-            c = (code[piece.u] * L + code[piece.v]) * n + piece.d
-            g, c, cnt = count_codes(piece.graph, c, space)
-            L, n = n_codes[g], sizes[g]
-            d = c % n
-            t = c // n
-            lu = table[cum[g] + t // L]
-            lv = table[cum[g] + t % L]
-            out[i].append((g, lu, lv, d, cnt))
+            t = rem // n
+            L = n_codes[g]
+            out[i].append((g, table[cum[g] + t // L], table[cum[g] + t % L], d, cnt))
     result = []
     for parts in out:
         if parts:
-            result.append(tuple(np.concatenate([p[k] for p in parts]) for k in range(5)))
+            result.append(tuple(np.concatenate([q[j] for q in parts]) for j in range(5)))
         else:
             z = np.zeros(0, np.int64)
             result.append((z, z, z, z, z))
     return result
 
 
-__all__ = ["MAX_PAIRS", "GROUP_NODES", "PairPiece", "pair_pieces", "local_adjacency", "distance_rows", "source_blocks",
+__all__ = ["MAX_PAIRS", "GROUP_NODES", "DistanceBlock", "distance_blocks", "PairPiece", "pair_pieces", "local_adjacency", "distance_rows", "source_blocks",
            "local_codes", "count_codes", "labelled_distance_counts"]
