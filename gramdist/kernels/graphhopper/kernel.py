@@ -61,11 +61,14 @@ Choices the paper leaves open, and ours; relation to GraKeL
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.csgraph import shortest_path
 
+from gramdist.arrayops import ranges
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
@@ -77,6 +80,8 @@ TAG_GH = tag("graphhopper")
 
 #: entries of the per-block descendant array (sources × nodes × (δ+1)); bounds the memory
 BLOCK_ENTRIES = 1 << 22
+#: small graphs are solved together, as one block-diagonal graph of at most this many nodes
+GROUP_NODES = 128
 
 
 def tri(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -84,93 +89,176 @@ def tri(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return b * (b + 1) // 2 + a
 
 
-def path_position_counts(adj: sp.csr_matrix, node_code: np.ndarray, n_codes: int,
-                         weights: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """``Σ_{v: code(v) = c} w(v) · M_v`` of one graph, for each code ``c``.
+def _flat_counts(level: np.ndarray, node: np.ndarray, indptr: np.ndarray,
+                 nbrs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Path-position counts of a block of (source, node) pairs laid out row by row per graph.
 
-    Parameters
-    ----------
-    adj : (n, n) CSR adjacency of the graph (unit weights, symmetric).
-    node_code : (n,) int64 in ``0..n_codes-1`` (``arange(n)`` gives each node's own ``M_v``).
-    weights : (n,) float64 or None (all 1).
+    ``level`` (P,) int64: hop distance of pair ``p`` from its source (0 for the source itself,
+    -1 if unreachable); ``node`` (P,) global node id of the pair's node. Pairs of one source
+    are consecutive and in node order, so the pair of the same source at node ``w`` is
+    ``p + (w - node[p])`` — the shortest-path DAG arcs need no lookup table. ``indptr`` /
+    ``nbrs``: the batch's arcs (global node ids).
 
-    Returns
-    -------
-    (n_codes, T) float64 array whose column ``tri(a, b)`` holds the summed counts of shortest
-    paths of length ``b`` with the node at position ``a``, and ``δ`` (diameter + 1), with
-    ``T = δ(δ+1)/2``. Sums run in a fixed order (sources in increasing blocks, then
-    ``bincount`` order), so the result depends only on the graph.
+    Returns ``(v, t, w)``: for each node ``v`` and cell ``t = tri(a, b)`` the sum over the
+    block's sources ``j`` of ``σ_j(v)·des_j(v, b - a)``, ``a = d(j, v)``.
     """
-    n = adj.shape[0]
-    src = np.repeat(np.arange(n, dtype=np.int64), np.diff(adj.indptr))
-    dst = adj.indices.astype(np.int64)
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    parts: list[tuple[np.ndarray, np.ndarray]] = []
-    diam = 0
-    rows = max(1, BLOCK_ENTRIES // max(1, n * n))  # first guess; refined with the block's depth
-    start = 0
-    while start < n:
-        stop = min(n, start + rows)
-        dist = distance_rows(adj, np.arange(start, stop))
-        reach = np.isfinite(dist)
-        depth = int(dist[reach].max()) if reach.any() else 0
-        width = depth + 1
-        if (stop - start) * n * width > BLOCK_ENTRIES and stop - start > 1:
+    reach = np.flatnonzero(level >= 0)
+    n_r = len(reach)
+    if n_r == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0)
+    lev = level[reach]
+    vv = node[reach]
+    depth = int(lev.max())
+    width = depth + 1
+    compact = np.full(len(level), -1, dtype=np.int64)
+    compact[reach] = np.arange(n_r)
+    # shortest-path DAG arcs (j, v) -> (j, w): w a neighbour of v one level further from j
+    deg = indptr[vv + 1] - indptr[vv]
+    parent = np.repeat(np.arange(n_r), deg)
+    nb = nbrs[ranges(indptr[vv], deg)]
+    child = compact[reach[parent] + (nb - vv[parent])]
+    ok = child >= 0
+    parent, child = parent[ok], child[ok]
+    ok = lev[child] == lev[parent] + 1
+    parent, child = parent[ok], child[ok]
+    plev = lev[parent]
+    # σ_j(v), forward over the levels (arcs by level, then child)
+    order = np.lexsort((child, plev))
+    parent_c, child_c, lev_c = parent[order], child[order], plev[order]
+    lstart = np.searchsorted(lev_c, np.arange(width))
+    lend = np.searchsorted(lev_c, np.arange(width), side="right")
+    sigma = (lev == 0).astype(np.float64)
+    for lv in range(depth):
+        s, e = lstart[lv], lend[lv]
+        if s == e:
+            continue
+        ch = child_c[s:e]
+        first = np.concatenate([[0], np.flatnonzero(np.diff(ch)) + 1])
+        sigma[ch[first]] = np.add.reduceat(sigma[parent_c[s:e]], first)
+    # des_j(v, l), backward over the levels (arcs by level, then parent)
+    order = np.lexsort((parent, plev))
+    parent_p, child_p = parent[order], child[order]
+    des = np.zeros((n_r, width))
+    des[:, 0] = 1.0
+    for lv in range(depth - 1, -1, -1):
+        s, e = lstart[lv], lend[lv]
+        if s == e:
+            continue
+        pa, ch = parent_p[s:e], child_p[s:e]
+        h = depth - lv  # children sit at level lv + 1: des(child, l) = 0 for l >= depth - lv
+        first = np.concatenate([[0], np.flatnonzero(np.diff(pa)) + 1])
+        des[pa[first], 1 : h + 1] += np.add.reduceat(des[ch, :h], first, axis=0)
+    # Σ over the sources of σ_j(v)·des_j(v, ·), grouped by (v, a = level): one sparse product
+    # (rows: the distinct (node, level) of the block, columns: its pairs) with the dense des
+    v0 = int(vv.min())
+    key = (vv - v0) * width + lev
+    present = np.zeros((int(vv.max()) - v0 + 1) * width, dtype=bool)
+    present[key] = True
+    uniq = np.flatnonzero(present)  # distinct (node, level), sorted
+    rank = np.cumsum(present) - 1
+    row = rank[key]
+    s_mat = sp.csr_matrix((sigma, (row, np.arange(n_r))), shape=(len(uniq), n_r))
+    r = np.asarray(s_mat @ des)  # (distinct (v, a), width): column l = paths continuing l edges
+    ri, length = np.nonzero(r)
+    a = uniq[ri] % width
+    v = uniq[ri] // width + v0
+    return v, tri(a, a + length), r[ri, length]
+
+
+def _small_graph_levels(graphs: GraphBatch, first: int, last: int, indptr: np.ndarray,
+                        nbrs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(level, node) of all (source, node) pairs of graphs ``first..last-1``, graph after graph,
+    row by row; BFS on groups of at most ``GROUP_NODES`` nodes at a time."""
+    sizes = graphs.nodes_per_graph
+    starts = graphs.node_offsets[:-1] - graphs.node_offsets[0]
+    levels, nodes = [], []
+    g = first
+    while g < last:
+        stop, total = g, 0
+        while stop < last and total + sizes[stop] <= GROUP_NODES:
+            total += int(sizes[stop])
+            stop += 1
+        if stop == g:  # one graph larger than a group
+            stop, total = g + 1, int(sizes[g])
+        s = int(starts[g])
+        if total:
+            ip = indptr[s : s + total + 1] - indptr[s]
+            adj = sp.csr_matrix((np.ones(int(ip[-1])), nbrs[indptr[s] : indptr[s + total]] - s, ip),
+                                shape=(total, total))
+            dist = shortest_path(adj, method="D", directed=True, unweighted=True)
+            gid = graphs.node_graph[s : s + total]
+            same = gid[:, None] == gid[None, :]
+            d = dist[same]  # each graph's n × n block, row by row, graph after graph
+            levels.append(np.where(np.isfinite(d), d, -1).astype(np.int64))
+            cols = np.broadcast_to(np.arange(s, s + total), (total, total))
+            nodes.append(cols[same])
+        g = stop
+    if not levels:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(levels), np.concatenate(nodes)
+
+
+def position_counts(graphs: GraphBatch) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``Σ_j σ_j(v)·des_j(v, l)`` of every node ``v`` of the batch by cell ``tri(a, a + l)``.
+
+    Yields ``(v, t, w)`` blocks (global node ids, cells, float64 counts). Consecutive graphs
+    whose pairs times their size fit ``BLOCK_ENTRIES`` form one block (the level loops then
+    run once for many graphs); a larger graph is split into blocks of sources whose
+    descendant arrays stay within ``BLOCK_ENTRIES``. A node may appear in several blocks of
+    its graph (to be summed). Everything a graph gets depends only on that graph.
+    """
+    sizes = graphs.nodes_per_graph
+    starts = graphs.node_offsets[:-1] - graphs.node_offsets[0]
+    indptr, nbrs, _ = graphs.arcs()
+    g, n_graphs = 0, len(graphs)
+    while g < n_graphs:
+        n = int(sizes[g])
+        if n * n * n <= BLOCK_ENTRIES // 4:  # the whole graph's pairs × (diameter + 1) surely fit
+            last, load = g, 0
+            while last < n_graphs and sizes[last] ** 3 <= BLOCK_ENTRIES // 4 and load + sizes[last] ** 2 <= 2 * BLOCK_ENTRIES:
+                load += int(sizes[last]) ** 2
+                last += 1
+            level, node = _small_graph_levels(graphs, g, last, indptr, nbrs)
+            # blocks of graphs of similar diameter, so that the descendant rows (as wide as the
+            # block's largest diameter + 1) waste little; a graph's counts do not depend on
+            # the graphs sharing its block (exact integer sums of its own pairs only)
+            npairs = sizes[g:last] ** 2
+            pptr = np.concatenate([[0], np.cumsum(npairs)])
+            seg = np.repeat(np.arange(last - g), npairs)
+            diam = np.zeros(last - g, dtype=np.int64)
+            np.maximum.at(diam, seg, level)
+            order = np.argsort(diam, kind="stable")
+            cost = npairs[order] * (diam[order] + 1)
+            b0 = 0
+            while b0 < len(order):
+                b1, acc = b0, 0
+                while b1 < len(order) and (b1 == b0 or acc + cost[b1] <= BLOCK_ENTRIES):
+                    acc += int(cost[b1])
+                    b1 += 1
+                idx = ranges(pptr[order[b0:b1]], npairs[order[b0:b1]])
+                yield _flat_counts(level[idx], node[idx], indptr, nbrs)
+                b0 = b1
+            g = last
+            continue
+        adj = local_adjacency(graphs, g)
+        s = int(starts[g])
+        ecc = distance_rows(adj, np.array([0]))
+        width = 2 * int(ecc[np.isfinite(ecc)].max()) + 1  # >= diameter + 1 of 0's component
+        start = 0
+        while start < n:
             rows = max(1, BLOCK_ENTRIES // (n * width))
-            continue  # redo with fewer sources so the descendant array stays bounded
-        diam = max(diam, depth)
-        r = stop - start
-        d = np.where(reach, dist, -1).astype(np.int64)
-        # shortest-path DAG arcs of every source of the block: parent (j, v) -> child (j, c)
-        dv = d[:, src]
-        dc = d[:, dst]
-        jj, arc = np.nonzero((dv >= 0) & (dc == dv + 1))
-        parent = jj * n + src[arc]
-        child = jj * n + dst[arc]
-        level = dv[jj, arc]
-        order = np.lexsort((child, level))
-        parent, child, level = parent[order], child[order], level[order]
-        lstart = np.searchsorted(level, np.arange(depth + 1))
-        lend = np.searchsorted(level, np.arange(depth + 1), side="right")
-        flat_d = d.ravel()
-        # σ_j(v): number of shortest paths from j to v, forward over the levels
-        sigma = np.zeros(r * n)
-        sigma[np.arange(r) * n + np.arange(start, stop)] = 1.0
-        for k in range(depth):
-            s, e = lstart[k], lend[k]
-            if s == e:
-                continue
-            c = child[s:e]
-            first = np.concatenate([[0], np.flatnonzero(np.diff(c)) + 1])
-            sigma[c[first]] = np.add.reduceat(sigma[parent[s:e]], first)
-        # des_j(v, l): number of DAG paths of l edges down from v, backward over the levels
-        des = np.zeros((r * n, width))
-        des[reach.ravel(), 0] = 1.0
-        porder = np.lexsort((parent, level))  # arcs by level, then parent
-        pp, cc = parent[porder], child[porder]
-        for k in range(depth - 1, -1, -1):
-            s, e = lstart[k], lend[k]
-            if s == e:
-                continue
-            p, c = pp[s:e], cc[s:e]
-            h = depth - k  # children sit at level k + 1: des(child, l) = 0 for l >= depth - k
-            first = np.concatenate([[0], np.flatnonzero(np.diff(p)) + 1])
-            des[p[first], 1 : h + 1] += np.add.reduceat(des[c, :h], first, axis=0)
-        pair, length = np.nonzero(des)
-        a = flat_d[pair]
-        v = pair % n
-        w = sigma[pair] * des[pair, length]
-        if weights is not None:
-            w = w * weights[v]
-        parts.append((node_code[v], tri(a, a + length), w))
-        start = stop
-    delta = diam + 1
-    t_size = delta * (delta + 1) // 2
-    out = np.zeros(n_codes * t_size)
-    for code, t, w in parts:
-        out += np.bincount(code * t_size + t, weights=w, minlength=n_codes * t_size)
-    return out.reshape(n_codes, t_size), delta
+            stop = min(n, start + rows)
+            dist = distance_rows(adj, np.arange(start, stop))
+            depth = int(dist[np.isfinite(dist)].max())
+            if depth + 1 > width and stop - start > 1:
+                width = depth + 1
+                continue  # fewer sources, so the descendant array stays bounded
+            level = np.where(np.isfinite(dist), dist, -1).astype(np.int64).ravel()
+            node = np.tile(np.arange(s, s + n), stop - start)
+            yield _flat_counts(level, node, indptr, nbrs)
+            start = stop
+        g += 1
 
 
 @dataclass(eq=False)
@@ -270,43 +358,36 @@ class GraphHopperKernel(GraphKernel):
         return self._features(graphs, state)
 
     def _features(self, graphs: GraphBatch, state: KernelState) -> SparseFeatures:
+        """F[label, a, b, i] = Σ_{v with label} M_v[a, b] · x_v[i] (x = 1 without attributes)."""
         labels = self._labels(graphs)
         code, n_codes, table = local_codes(graphs, labels)
         cum = np.concatenate([[0], np.cumsum(n_codes)])
-        x = self._attrs(graphs, state) if self.attributes == "linear" else None
-        starts = graphs.node_offsets[:-1] - graphs.node_offsets[0]
+        x = self._attrs(graphs, state) if self.attributes == "linear" else np.ones((graphs.n_nodes, 1))
+        p = x.shape[1]
+        node_graph = graphs.node_graph
         rows, keys, vals = [], [], []
-        for g in range(len(graphs)):
-            n = int(graphs.nodes_per_graph[g])
-            if n == 0:
+        for v, t, w in position_counts(graphs):
+            if len(v) == 0:
                 continue
-            adj = local_adjacency(graphs, g)
-            s = int(starts[g])
-            lab_code = code[s : s + n]
-            lab_tab = table[cum[g] : cum[g + 1]]
-            if x is None:
-                f, delta = path_position_counts(adj, lab_code, int(n_codes[g]))
-                li, ti = np.nonzero(f)
-                bb = np.floor((np.sqrt(8 * ti + 1) - 1) / 2).astype(np.int64)
-                aa = ti - bb * (bb + 1) // 2
-                rows.append(np.full(len(li), g, np.int64))
-                keys.append(combine(TAG_GH, aa, bb, lab_tab[li]))
-                vals.append(f[li, ti])
-            else:
-                m, delta = path_position_counts(adj, np.arange(n, dtype=np.int64), n)
-                xg = x[s : s + n]
-                p = xg.shape[1]
-                t_size = m.shape[1]
-                # F[label, t, i] = Σ_{v with label} M_v[t] · x_v[i], summed node after node
-                f = np.zeros((int(n_codes[g]), t_size, p))
-                for v in range(n):
-                    f[lab_code[v]] += np.outer(m[v], xg[v])
-                li, ti, ii = np.nonzero(f)
-                bb = np.floor((np.sqrt(8 * ti + 1) - 1) / 2).astype(np.int64)
-                aa = ti - bb * (bb + 1) // 2
-                rows.append(np.full(len(li), g, np.int64))
-                keys.append(combine(TAG_GH, aa, bb, lab_tab[li], ii))
-                vals.append(f[li, ti, ii])
+            t_size = int(t.max()) + 1
+            group_code = cum[node_graph[v]] + code[v]  # (graph, label) of the node
+            comb = group_code * t_size + t
+            order = np.argsort(comb, kind="stable")  # stable: nodes stay in order within a group
+            sc = comb[order]
+            first = np.concatenate([[0], np.flatnonzero(np.diff(sc)) + 1])
+            grp = np.empty(len(v), dtype=np.int64)
+            grp[order] = np.repeat(np.arange(len(first)), np.diff(np.append(first, len(sc))))
+            uniq = sc[first]
+            gc, tt = uniq // t_size, uniq % t_size
+            g = np.searchsorted(cum, gc, side="right") - 1
+            bb = np.floor((np.sqrt(8 * tt + 1) - 1) / 2).astype(np.int64)
+            aa = tt - bb * (bb + 1) // 2
+            lab = table[gc]
+            for i in range(p):
+                vals.append(np.bincount(grp, weights=w * x[v, i], minlength=len(first)))
+                keys.append(combine(TAG_GH, aa, bb, lab) if self.attributes == "none" else
+                            combine(TAG_GH, aa, bb, lab, np.uint64(i)))
+                rows.append(g)
         if not rows:
             return SparseFeatures.empty(len(graphs))
         return SparseFeatures.from_pairs(np.concatenate(rows), np.concatenate(keys), np.concatenate(vals),
@@ -315,19 +396,13 @@ class GraphHopperKernel(GraphKernel):
     def _node_paths(self, graphs: GraphBatch, state: KernelState) -> NodePaths:
         x = self._attrs(graphs, state)
         labels = self._labels(graphs)
-        mats, t_max = [], 0
-        for g in range(len(graphs)):
-            n = int(graphs.nodes_per_graph[g])
-            if n == 0:
-                mats.append(sp.csr_matrix((0, 1)))
-                continue
-            m, _ = path_position_counts(local_adjacency(graphs, g), np.arange(n, dtype=np.int64), n)
-            mats.append(sp.csr_matrix(m))
-            t_max = max(t_max, m.shape[1])
-        t_max = max(t_max, 1)
-        m = sp.vstack([sp.csr_matrix(a, shape=(a.shape[0], t_max)) if a.shape[1] == t_max else
-                       sp.csr_matrix((a.data, a.indices, a.indptr), shape=(a.shape[0], t_max)) for a in mats],
-                      format="csr")
+        parts = list(position_counts(graphs))
+        v = np.concatenate([q[0] for q in parts]) if parts else np.zeros(0, np.int64)
+        t = np.concatenate([q[1] for q in parts]) if parts else np.zeros(0, np.int64)
+        w = np.concatenate([q[2] for q in parts]) if parts else np.zeros(0)
+        t_max = int(t.max()) + 1 if len(t) else 1
+        m = sp.coo_matrix((w, (v, t)), shape=(graphs.n_nodes, t_max)).tocsr()
+        m.sum_duplicates()
         m.sort_indices()
         node_ptr = graphs.node_offsets - graphs.node_offsets[0]
         return NodePaths(node_ptr, m, x, np.asarray(labels, np.int64))
@@ -387,4 +462,4 @@ def _segment_sums(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
     return np.asarray(m @ np.ones(1), dtype=np.float64).ravel()
 
 
-__all__ = ["GraphHopperKernel", "NodePaths", "path_position_counts", "tri"]
+__all__ = ["GraphHopperKernel", "NodePaths", "position_counts", "tri"]
