@@ -20,13 +20,16 @@ vectors (``attributes``), and their product when both are used.
 
 How it is computed
 ------------------
-* ``M``: for each source ``j`` (in blocks of sources), BFS distances (SciPy, compiled), the
-  number of shortest paths ``σ_j(v)`` from ``j`` (forward over the BFS levels of the
-  shortest-path DAG) and ``des_j(v, l)``, the number of DAG paths of ``l`` edges going down
-  from ``v`` (backward over the levels); then ``M_v[a, a + l] += σ_j(v) · des_j(v, l)`` with
-  ``a = d(j, v)``. This is the occurrence/descendant recursion of the authors' code (GraKeL's
-  ``od_vectors_dag``), vectorised over all sources of a block and all nodes: O(n·m·δ) per
-  graph (δ its diameter + 1), memory O(block · n · δ).
+* ``M``: for each source ``j``, BFS distances (SciPy, compiled), the number of shortest paths
+  ``σ_j(v)`` from ``j`` (forward over the BFS levels of the shortest-path DAG) and
+  ``des_j(v, l)``, the number of DAG paths of ``l`` edges going down from ``v`` (backward over
+  the levels); then ``M_v[a, a + l] += σ_j(v) · des_j(v, l)`` with ``a = d(j, v)``. This is the
+  occurrence/descendant recursion of the authors' code (GraKeL's ``od_vectors_dag``),
+  vectorised over flat blocks of (source, node) pairs: many small graphs at once (grouped by
+  diameter, so the descendant rows, as wide as the block's diameter + 1, waste little), a
+  large graph by blocks of sources. The DAG arcs need no lookup (the pair of the same source
+  at a neighbour ``w`` of ``v`` is ``p + (w - v)``), and the sum over sources is one sparse
+  product. O(n·m·δ) per graph (δ its diameter + 1), memory bounded by ``BLOCK_ENTRIES``.
 * ``with_labels`` and/or ``attributes: linear`` (no Gaussian): the kernel has a finite feature
   map, ``F = Σ_v M_v ⊗ e_{label(v)} ⊗ x_v`` (the missing factors dropped), so ``embed``
   returns explicit sparse features keyed by hashes of ``(a, b, label, i)`` and ``pairwise`` is

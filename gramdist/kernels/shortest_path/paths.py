@@ -9,9 +9,13 @@ a distance; nodes in different connected components are at infinite distance and
 are left out; a node's distance to itself (0) is left out.
 
 Memory stays bounded: a graph with ``n`` nodes is processed in blocks of source rows of
-about ``max_pairs`` entries (``n`` sources at once for small graphs, so never an ``n × n``
-matrix of a large graph in one piece), and small graphs are grouped into one piece so that
-the counting code downstream runs vectorised over many graphs at once.
+about ``max_pairs`` entries (never an ``n × n`` matrix of a large graph at once), and
+consecutive small graphs (``GROUP_NODES`` nodes together) are solved by one BFS call on their
+block-diagonal adjacency, so the per-call overhead of SciPy is paid per group, not per graph.
+Counting ``(label(u), label(v), d)`` needs no list of pairs: with per-graph dense label codes,
+a pair's code is a row term plus a column term plus the distance, summed over a whole block
+by one broadcast addition and counted by one ``bincount`` (:func:`labelled_distance_counts`).
+SciPy's BFS (about 100 ns per node pair) dominates large graphs such as D&D's.
 """
 
 from __future__ import annotations
