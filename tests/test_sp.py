@@ -16,7 +16,7 @@ import scipy.sparse as sps
 from gramdist.datasets import read_tu
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
-from gramdist.kernels.shortest_path.paths import pair_pieces
+from gramdist.kernels.allpairs import pair_pieces
 from gramdist.kernels.shortest_path.sp import ShortestPathKernel
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
 
@@ -165,7 +165,7 @@ def test_grouping_and_source_blocks_give_the_same_features(max_pairs, group_node
     graphs = random_graphs(8, 5, max_nodes=40)
     kernel = ShortestPathKernel()
     whole = kernel.features(graphs)
-    import gramdist.kernels.shortest_path.paths as paths
+    import gramdist.kernels.allpairs as paths
 
     monkeypatch.setattr(paths, "GROUP_NODES", group_nodes)
     monkeypatch.setattr(paths.pair_pieces, "__defaults__", (max_pairs,))

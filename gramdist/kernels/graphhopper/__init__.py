@@ -10,5 +10,5 @@ Which file holds which part:
   every source, vectorised), :class:`GraphHopperKernel` with the paper's vertex kernels
   (Dirac on labels, linear / Gaussian on attributes, products): explicit features without
   the Gaussian, a tiled ``Σ k_n(v, v')·<M_v, M_v'>`` with it. Distances come from
-  :mod:`gramdist.kernels.shortest_path.paths`.
+  :mod:`gramdist.kernels.allpairs`.
 """

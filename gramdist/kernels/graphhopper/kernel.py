@@ -74,10 +74,10 @@ from scipy.sparse.csgraph import shortest_path
 from gramdist.arrayops import ranges
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
+from gramdist.kernels.allpairs import distance_rows, local_adjacency, local_codes
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
 from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
 from gramdist.kernels.hashing import combine, tag
-from gramdist.kernels.shortest_path.paths import distance_rows, local_adjacency, local_codes
 
 TAG_GH = tag("graphhopper")
 

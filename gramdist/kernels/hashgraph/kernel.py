@@ -59,11 +59,11 @@ import numpy as np
 
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
+from gramdist.kernels.allpairs import labelled_distance_counts
 from gramdist.kernels.base import KernelState, check_param
 from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
 from gramdist.kernels.features.wl import wl_labels
 from gramdist.kernels.hashing import combine, tag
-from gramdist.kernels.shortest_path.paths import labelled_distance_counts
 
 TAG_HGK_WL = tag("hgk.wl")
 TAG_HGK_SP = tag("hgk.sp")

@@ -7,9 +7,9 @@ base kernel, "WLSP"). Both are baselines of the DM paper's Tables 2 and 3.
 
 Which file holds which part:
 
-* ``paths.py`` — all-pairs hop distances of every graph of a batch (BFS per source, blocks
-  of source rows), as flat arrays of ordered node pairs, and the vectorised counting of
-  ``(label(u), label(v), d)`` per graph; shared with GraphHopper and the hash graph kernels.
+* (``gramdist/kernels/allpairs.py``, shared with GraphHopper and the hash graph kernels, so
+  outside every family folder) — all-pairs hop distances of every graph of a batch (BFS in
+  bounded blocks) and the vectorised counting of ``(label(u), label(v), d)`` per graph.
 * ``sp.py`` — ``sp``: the labelled / unlabelled shortest-path kernel with explicit count
   features (equal to GraKeL's ``ShortestPath``; relation to the TUDataset C++ baseline).
 * ``attributed.py`` — ``sp_attr``: the shortest-path kernel on numerical node attributes

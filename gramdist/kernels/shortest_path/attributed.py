@@ -58,10 +58,10 @@ import scipy.sparse as sp
 
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
+from gramdist.kernels.allpairs import count_codes, local_codes, pair_pieces
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
 from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
 from gramdist.kernels.hashing import combine, tag
-from gramdist.kernels.shortest_path.paths import count_codes, local_codes, pair_pieces
 
 TAG_ATTR = tag("sp_attr.linear")
 

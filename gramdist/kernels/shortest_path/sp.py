@@ -42,7 +42,7 @@ Choices the paper leaves open, and ours
   (NCI1, D&D) the two differ only by the self-pairs.
 * **Distances** are hop counts by breadth-first search from every node (SciPy's compiled
   ``shortest_path(unweighted=True)``), O(n·(n+m)) per graph, in blocks of source rows so that
-  a large graph never holds its n × n matrix at once (``paths.py``). Edge labels and
+  a large graph never holds its n × n matrix at once (:mod:`gramdist.kernels.allpairs`). Edge labels and
   weights are ignored; a self-loop changes no distance.
 * **No node labels** in the dataset (or ``with_labels: false``): every node has label 0, and
   the features are the counts of ordered pairs by distance only (GraKeL
@@ -60,10 +60,10 @@ from __future__ import annotations
 import numpy as np
 
 from gramdist.graphs import GraphBatch
+from gramdist.kernels.allpairs import labelled_distance_counts
 from gramdist.kernels.base import KernelState, check_param
 from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
 from gramdist.kernels.hashing import combine, tag
-from gramdist.kernels.shortest_path.paths import labelled_distance_counts
 
 TAG_LABELLED = tag("sp.labelled")
 TAG_UNLABELLED = tag("sp.unlabelled")

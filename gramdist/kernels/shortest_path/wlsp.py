@@ -42,11 +42,11 @@ from __future__ import annotations
 import numpy as np
 
 from gramdist.graphs import GraphBatch
+from gramdist.kernels.allpairs import labelled_distance_counts
 from gramdist.kernels.base import KernelState, check_param
 from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
 from gramdist.kernels.features.wl import wl_labels
 from gramdist.kernels.hashing import combine, tag
-from gramdist.kernels.shortest_path.paths import labelled_distance_counts
 
 TAG_WLSP = tag("wlsp")
 

@@ -1,10 +1,12 @@
 """All-pairs shortest-path distances of every graph of a batch, as flat arrays of node pairs.
 
 Shared by the shortest-path family (``sp``, ``sp_attr``, ``wlsp``), GraphHopper and the hash
-graph kernel on shortest paths. Graphs are unweighted and undirected, so distances are
-hop counts: each graph's rows are computed by breadth-first search from every source
-(:func:`scipy.sparse.csgraph.shortest_path` with ``unweighted=True``, i.e. BFS order in
-compiled code, O(n·(n+m)) per graph, not Floyd–Warshall's O(n³)). Self-loops do not change
+graph kernel on shortest paths — hence here, beside ``hashing.py``, and not inside one family's
+folder (kernel families do not import each other). Graphs are unweighted and undirected, so
+distances are hop counts: each graph's rows are computed from every source by
+:func:`scipy.sparse.csgraph.shortest_path` (``method="D"``, ``unweighted=True``: Dijkstra with
+unit weights in compiled code, which settles the nodes in BFS order; O(n·(n+m)·log n) per
+graph, not Floyd–Warshall's O(n³)). Self-loops do not change
 a distance; nodes in different connected components are at infinite distance and such pairs
 are left out; a node's distance to itself (0) is left out.
 
