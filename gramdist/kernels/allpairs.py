@@ -17,7 +17,7 @@ block-diagonal adjacency, so the per-call overhead of SciPy is paid per group, n
 Counting ``(label(u), label(v), d)`` needs no list of pairs: with per-graph dense label codes,
 a pair's code is a row term plus a column term plus the distance, summed over a whole block
 by one broadcast addition and counted by one ``bincount`` (:func:`labelled_distance_counts`).
-SciPy's BFS (about 100 ns per node pair) dominates large graphs such as D&D's.
+SciPy's search (about 100 ns per node pair) dominates large graphs such as D&D's.
 """
 
 from __future__ import annotations

@@ -40,17 +40,19 @@ Choices the paper leaves open, and ours
   ``tests/test_sp.py`` checks this relation exactly against the built module on MUTAG,
   PTC_MR and ENZYMES. On datasets whose labels start at 1 and whose graphs are connected
   (NCI1, D&D) the two differ only by the self-pairs.
-* **Distances** are hop counts by breadth-first search from every node (SciPy's compiled
-  ``shortest_path(unweighted=True)``), O(n·(n+m)) per graph, in blocks of source rows so that
-  a large graph never holds its n × n matrix at once (:mod:`gramdist.kernels.allpairs`). Edge labels and
-  weights are ignored; a self-loop changes no distance.
+* **Distances** are hop counts from every node, by SciPy's compiled ``shortest_path``
+  (Dijkstra with unit weights, ``unweighted=True``, which settles nodes in BFS order:
+  O(n·(n+m)·log n) per graph; the C++ baseline's Floyd–Warshall is O(n³)), in blocks of
+  source rows so that a large graph never holds its n × n matrix at once
+  (:mod:`gramdist.kernels.allpairs`). Edge labels and weights are ignored; a self-loop
+  changes no distance.
 * **No node labels** in the dataset (or ``with_labels: false``): every node has label 0, and
   the features are the counts of ordered pairs by distance only (GraKeL
   ``with_labels=False``).
 * Feature ids are stable 64-bit hashes of ``("sp", label(u), label(v), d)`` (``combine`` of
   :mod:`gramdist.kernels.hashing`), identical in every process and for out-of-sample graphs.
 
-Cost: O(n·(n+m)) per graph to embed (the all-pairs distances) and O(n²) to count them;
+Cost: O(n·(n+m)·log n) per graph to embed (the all-pairs distances) and O(n²) to count them;
 the number of features of a graph is at most ``L_G² · diam(G)`` (``L_G`` distinct labels),
 and ``pairwise`` is the sparse dot product of those vectors (exact integer arithmetic).
 """

@@ -30,7 +30,7 @@ Choices, and ours
   counts) and missing labels (all 0) as in :mod:`.sp`. Edge labels are not used.
 * The distances are computed once per graph and shared by the ``h + 1`` labellings.
 
-Cost: one all-pairs BFS per graph (O(n·(n+m))) plus ``h + 1`` countings of its ``n²`` pairs.
+Cost: one all-pairs distance computation per graph (O(n·(n+m)·log n)) plus ``h + 1`` countings of its ``n²`` pairs.
 After a few iterations most WL labels are unique within a graph, so a graph can have up to
 ``(h+1)·n·(n-1)`` distinct features (mostly private to it): on D&D (up to 5,748 nodes) the
 explicit vectors of the largest graphs hold tens of millions of entries. This is inherent to
