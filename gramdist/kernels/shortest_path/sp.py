@@ -38,8 +38,8 @@ Choices the paper leaves open, and ours
   So its feature vector is ours restricted to ``label(u) > 0``, plus the ``(a, a, 2)``
   self-pairs of non-isolated nodes and the unreachable pairs, both for labels ``> 0``.
   ``tests/test_sp.py`` checks this relation exactly against the built module on MUTAG,
-  PTC_MR and ENZYMES. On datasets whose labels start at 1 and whose graphs are connected
-  (NCI1, D&D) the two differ only by the self-pairs.
+  PTC_MR and ENZYMES. On datasets whose labels start at 1 (NCI1, NCI109, ENZYMES, D&D) the
+  two differ by the self-pairs and, in disconnected graphs, the unreachable pairs.
 * **Distances** are hop counts from every node, by SciPy's compiled ``shortest_path``
   (Dijkstra with unit weights, ``unweighted=True``, which settles nodes in BFS order:
   O(n·(n+m)·log n) per graph; the C++ baseline's Floyd–Warshall is O(n³)), in blocks of
