@@ -100,7 +100,9 @@ def _flat_counts(level: np.ndarray, node: np.ndarray, indptr: np.ndarray,
     -1 if unreachable); ``node`` (P,) global node id of the pair's node. Pairs of one source
     are consecutive and in node order, so the pair of the same source at node ``w`` is
     ``p + (w - node[p])`` — the shortest-path DAG arcs need no lookup table. ``indptr`` /
-    ``nbrs``: the batch's arcs (global node ids).
+    ``nbrs``: the batch's arcs (global node ids). The pairs are renumbered by level, so the
+    arcs between two consecutive levels form one sparse matrix and each recursion step is a
+    sparse product on a contiguous range of rows.
 
     Returns ``(v, t, w)``: for each node ``v`` and cell ``t = tri(a, b)`` the sum over the
     block's sources ``j`` of ``σ_j(v)·des_j(v, b - a)``, ``a = d(j, v)``.
@@ -110,48 +112,46 @@ def _flat_counts(level: np.ndarray, node: np.ndarray, indptr: np.ndarray,
     if n_r == 0:
         z = np.zeros(0, np.int64)
         return z, z, np.zeros(0)
-    lev = level[reach]
-    vv = node[reach]
-    depth = int(lev.max())
+    # compact ids of the reachable pairs, ordered by level (stable): each level is a range
+    by_level = reach[np.argsort(level[reach], kind="stable")]
+    lev = level[by_level]
+    vv = node[by_level]
+    depth = int(lev[-1])
     width = depth + 1
+    bound = np.searchsorted(lev, np.arange(width + 1))  # level k holds ids bound[k]:bound[k+1]
     compact = np.full(len(level), -1, dtype=np.int64)
-    compact[reach] = np.arange(n_r)
-    # shortest-path DAG arcs (j, v) -> (j, w): w a neighbour of v one level further from j
+    compact[by_level] = np.arange(n_r)
+    # shortest-path DAG arcs (j, v) -> (j, w): w a neighbour of v one level further from j;
+    # parents come out sorted (by id, so by level), children grouped under their parent
     deg = indptr[vv + 1] - indptr[vv]
     parent = np.repeat(np.arange(n_r), deg)
     nb = nbrs[ranges(indptr[vv], deg)]
-    child = compact[reach[parent] + (nb - vv[parent])]
+    child = compact[by_level[parent] + (nb - vv[parent])]
     ok = child >= 0
     parent, child = parent[ok], child[ok]
     ok = lev[child] == lev[parent] + 1
     parent, child = parent[ok], child[ok]
-    plev = lev[parent]
-    # σ_j(v), forward over the levels (arcs by level, then child)
-    order = np.lexsort((child, plev))
-    parent_c, child_c, lev_c = parent[order], child[order], plev[order]
-    lstart = np.searchsorted(lev_c, np.arange(width))
-    lend = np.searchsorted(lev_c, np.arange(width), side="right")
-    sigma = (lev == 0).astype(np.float64)
-    for lv in range(depth):
-        s, e = lstart[lv], lend[lv]
-        if s == e:
-            continue
-        ch = child_c[s:e]
-        first = np.concatenate([[0], np.flatnonzero(np.diff(ch)) + 1])
-        sigma[ch[first]] = np.add.reduceat(sigma[parent_c[s:e]], first)
-    # des_j(v, l), backward over the levels (arcs by level, then parent)
-    order = np.lexsort((parent, plev))
-    parent_p, child_p = parent[order], child[order]
+    arc_bound = np.searchsorted(parent, bound)  # arcs whose parent is at level k
+    # one sparse matrix per level: A_k[p, c] = 1 for the arcs from level k to level k + 1
+    mats = []
+    for k in range(depth):
+        s, e = arc_bound[k], arc_bound[k + 1]
+        p0, c0 = bound[k], bound[k + 1]
+        rows = parent[s:e] - p0
+        ptr = np.zeros(c0 - p0 + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=c0 - p0), out=ptr[1:])
+        mats.append(sp.csr_matrix((np.ones(e - s), child[s:e] - c0, ptr), shape=(c0 - p0, bound[k + 2] - c0)))
+    # σ_j(v): number of shortest paths from j, forward over the levels
+    sigma = np.zeros(n_r)
+    sigma[: bound[1]] = 1.0
+    for k in range(depth):
+        sigma[bound[k + 1] : bound[k + 2]] = mats[k].T @ sigma[bound[k] : bound[k + 1]]
+    # des_j(v, l): number of DAG paths of l edges down from v, backward over the levels
     des = np.zeros((n_r, width))
     des[:, 0] = 1.0
-    for lv in range(depth - 1, -1, -1):
-        s, e = lstart[lv], lend[lv]
-        if s == e:
-            continue
-        pa, ch = parent_p[s:e], child_p[s:e]
-        h = depth - lv  # children sit at level lv + 1: des(child, l) = 0 for l >= depth - lv
-        first = np.concatenate([[0], np.flatnonzero(np.diff(pa)) + 1])
-        des[pa[first], 1 : h + 1] += np.add.reduceat(des[ch, :h], first, axis=0)
+    for k in range(depth - 1, -1, -1):
+        h = depth - k  # children sit at level k + 1: des(child, l) = 0 for l >= depth - k
+        des[bound[k] : bound[k + 1], 1 : h + 1] += mats[k] @ des[bound[k + 1] : bound[k + 2], :h]
     # Σ over the sources of σ_j(v)·des_j(v, ·), grouped by (v, a = level): one sparse product
     # (rows: the distinct (node, level) of the block, columns: its pairs) with the dense des
     v0 = int(vv.min())
