@@ -50,6 +50,12 @@ KERNELS: dict[str, str] = {
     "lovasz_theta": "gramdist.kernels.theta.kernel:LovaszThetaKernel",
     "svm_theta": "gramdist.kernels.theta.kernel:SvmThetaKernel",
     "core": "gramdist.kernels.core.kernel:CoreKernel",
+    "sp": "gramdist.kernels.shortest_path.sp:ShortestPathKernel",
+    "sp_attr": "gramdist.kernels.shortest_path.attributed:ShortestPathAttrKernel",
+    "wlsp": "gramdist.kernels.shortest_path.wlsp:WLShortestPathKernel",
+    "graphhopper": "gramdist.kernels.graphhopper.kernel:GraphHopperKernel",
+    "hgk_wl": "gramdist.kernels.hashgraph.kernel:HashWLKernel",
+    "hgk_sp": "gramdist.kernels.hashgraph.kernel:HashSPKernel",
 }
 
 

@@ -1,0 +1,87 @@
+"""Weisfeiler–Lehman shortest-path kernel (Shervashidze et al., JMLR 2011), explicit features.
+
+Definition
+----------
+The WL framework (Shervashidze et al. 2011, §3) runs ``h`` WL relabelling iterations and sums
+a base kernel over the relabelled graphs:
+
+    k_WL(G, G') = Σ_{i=0..h} k_SP(G_i, G'_i)
+
+where ``G_i`` is ``G`` with its WL labels after ``i`` iterations (``G_0``: the original labels)
+and ``k_SP`` is the labelled shortest-path kernel of :mod:`.sp` (delta kernels on the endpoint
+labels and on the length). The weights α_i of the paper are all 1, as in the paper's
+experiments, GraKeL's ``WeisfeilerLehman(base_graph_kernel=ShortestPath)`` and the DM paper.
+
+Features of a graph are therefore the counts of ordered node pairs ``(u, v)``, ``u != v``,
+at finite distance ``d``, keyed by ``(i, wl_i(u), wl_i(v), d)`` for ``i = 0..h``; the kernel is
+their dot product (exact integer arithmetic).
+
+Choices, and ours
+-----------------
+* The WL labels are those of the ``wl`` kernel (:func:`gramdist.kernels.features.wl.wl_labels`):
+  stable 64-bit hashes of the complete WL signature instead of the paper's per-dataset
+  dictionary, so out-of-sample graphs get the features they would get in the fit sample
+  (see that module; collisions have probability ~2^-64 per pair of labels). GraKeL's
+  dictionary compression gives the same partition of nodes, hence the same Gram: checked
+  equal on MUTAG and PTC_MR in ``tests/test_wlsp.py``.
+* ``h`` counts relabelling iterations (GraKeL's ``n_iter``): features of iterations 0..h,
+  so ``h = 0`` is the ``sp`` kernel (with other feature ids).
+* Pair conventions (ordered pairs, no ``u = v``, no unreachable pairs), distances (BFS hop
+  counts) and missing labels (all 0) as in :mod:`.sp`. Edge labels are not used.
+* The distances are computed once per graph and shared by the ``h + 1`` labellings.
+
+Cost: one all-pairs distance computation per graph (O(n·(n+m)·log n)) plus ``h + 1`` countings of its ``n²`` pairs.
+After a few iterations most WL labels are unique within a graph, so a graph can have up to
+``(h+1)·n·(n-1)`` distinct features (mostly private to it): on D&D (up to 5,748 nodes) the
+explicit vectors of the largest graphs hold tens of millions of entries. This is inherent to
+WLSP's feature space, and why the DM paper reports it "> 2 days" there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gramdist.graphs import GraphBatch
+from gramdist.kernels.allpairs import labelled_distance_counts
+from gramdist.kernels.base import KernelState, check_param
+from gramdist.kernels.hashing import combine, tag
+from gramdist.kernels.relabel import wl_labels
+from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
+
+TAG_WLSP = tag("wlsp")
+
+
+class WLShortestPathKernel(SparseFeatureKernel):
+    """WL shortest-path kernel: ``sp`` features on the WL labels of iterations 0..h, summed.
+
+    Parameters
+    ----------
+    h : int, default 3
+        Number of WL relabelling iterations (the DM paper uses h = 3).
+    """
+
+    name = "wlsp"
+
+    def __init__(self, h: int = 3) -> None:
+        self.h = h
+
+    def validate(self) -> None:
+        check_param(isinstance(self.h, int) and not isinstance(self.h, bool) and 0 <= self.h <= 20,
+                    self.name, "h", f"must be an integer in 0..20, got {self.h!r}")
+
+    def features(self, graphs: GraphBatch) -> SparseFeatures:
+        labels = wl_labels(graphs, self.h)
+        counts = labelled_distance_counts(graphs, labels)
+        rows, keys, vals = [], [], []
+        for it, (g, lu, lv, d, cnt) in enumerate(counts):
+            rows.append(g)
+            keys.append(combine(TAG_WLSP, np.uint64(it), lu, lv, d))
+            vals.append(cnt.astype(np.float64))
+        return SparseFeatures.from_pairs(np.concatenate(rows), np.concatenate(keys), np.concatenate(vals),
+                                         len(graphs))
+
+    def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
+        return KernelState(arrays={}, attrs={"fit_graphs": len(graphs)})
+
+
+__all__ = ["WLShortestPathKernel"]
