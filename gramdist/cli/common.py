@@ -50,12 +50,13 @@ def apply_tls_arguments(cluster: Any, args: argparse.Namespace) -> Any:
 
 
 def job_placement(job: Any, args: argparse.Namespace, scheduler: str | None = None) -> Any:
-    """Where a CLI command runs ``job``: its ``cluster:`` section with the TLS flags, on a
-    cluster (``cluster.n_workers: 0`` runs in this process), ``--scheduler`` first."""
+    """Where a CLI command runs ``job``: ``--scheduler``, else its ``cluster:`` section with the
+    TLS flags; a small job that names no cluster runs in this process
+    (:mod:`gramdist.engine.placement`)."""
     from gramdist.engine.placement import Placement
 
     return Placement(scheduler=scheduler or getattr(args, "scheduler", None),
-                     cluster=apply_tls_arguments(job.cluster, args), in_process=False)
+                     cluster=apply_tls_arguments(job.cluster, args), in_process="auto")
 
 
 def run_context(args: argparse.Namespace) -> Any:

@@ -269,6 +269,18 @@ def _file_records(path: Path, smiles_column: str, target: Any) -> list[_Record]:
 CSV_FIELD_LIMIT = 1 << 24
 
 
+def _not_utf8(path: Path, exc: UnicodeDecodeError) -> DatasetError:
+    """The error for a file that is not UTF-8, naming the first line that is not. The text
+    reader decodes in blocks, so its own position may be lines past the bad byte: find it."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return DatasetError(f"{path} line {lineno}: not UTF-8 text ({bad.reason}); save the file as UTF-8")
+    return DatasetError(f"{path}: not UTF-8 text ({exc.reason}); save the file as UTF-8")
+
+
 def _csv_records(path: Path, smiles_column: str, target: str | None) -> list[_Record]:
     csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
     recs: list[_Record] = []
@@ -284,8 +296,7 @@ def _csv_records(path: Path, smiles_column: str, target: str | None) -> list[_Re
                 smiles = (row.get(smiles_column) or "").strip()
                 recs.append(_Record(where, smiles, None, None if target is None else row.get(target)))
         except UnicodeDecodeError as exc:
-            raise DatasetError(f"{path} line {reader.line_num + 1}: not UTF-8 text ({exc.reason} at byte "
-                               f"{exc.start}); save the file as UTF-8") from None
+            raise _not_utf8(path, exc) from None
         except csv.Error as exc:
             raise DatasetError(f"{path} line {reader.line_num}: not a readable CSV row ({exc})") from None
     return recs
@@ -293,15 +304,14 @@ def _csv_records(path: Path, smiles_column: str, target: str | None) -> list[_Re
 
 def _smi_records(path: Path) -> list[_Record]:
     recs = []
-    lineno = 0
     try:
         with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):  # noqa: B007 - read in the error below
+            for lineno, line in enumerate(f, 1):
                 text = line.strip()
                 if text and not text.startswith("#"):
                     recs.append(_Record(f"{path.name} line {lineno} (molecule {len(recs)})", text.split()[0], None))
     except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path} line {lineno + 1}: not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
+        raise _not_utf8(path, exc) from None
     return recs
 
 

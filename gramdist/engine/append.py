@@ -62,7 +62,7 @@ from gramdist.engine import steps
 from gramdist.engine.context import RunContext
 from gramdist.engine.placement import Placement
 from gramdist.engine.plan import GramPlan, kernel_from_spec, plan_gram
-from gramdist.engine.runner import compute_into_store
+from gramdist.engine.runner import compute_into_store, plan_nodes
 from gramdist.engine.sinks import StoreSink, merged
 from gramdist.engine.store import GramStore, Location, StoreLock, as_location, kept_tiles
 from gramdist.engine.store.staging import (
@@ -274,7 +274,7 @@ def _plan(store: GramStore, rows: GraphBatch, cols: GraphBatch | None) -> GramPl
     fit = store.fit or {}
     return plan_gram(kernel, cols if cols is not None else rows, None if cols is None else rows, gram=spec_gram,
                      fit=FitSpec(fit.get("sample_size"), fit.get("seed", 0), fit.get("from_store")),
-                     specs=((store.dataset or {}).get("spec"), (store.test_dataset or {}).get("spec")), job=job,
+                     specs=(None, None), job=job,  # the store keeps its dataset attrs: never re-read a recorded file here
                      max_in_flight=(job.get("cluster") or {}).get("max_tiles_in_flight"))
 
 
@@ -346,6 +346,8 @@ def _append_locked(run: _Append, data: Any, abort: bool) -> AppendResult:
         return _finish_store(run)
     known = recorded_checksums(store)
     if new.checksum() in known:
+        if not store.is_finished():  # in, but the store was left unfinished (a repair, a kill): finish it
+            return _finish_store(run)
         why = f"these {len(new)} graphs are already in the store ({known[new.checksum()]}, same content checksum); " \
               "nothing to do"
         run.context.log(f"{path}: {why}")
@@ -466,10 +468,11 @@ def _compute(run: _Append, plan: GramPlan, staging: Staging, old_rows: int, adde
 def _run_on(run: _Append, plan: GramPlan, sink: StoreSink, entries: int) -> Any:
     """The steps into ``sink`` on the executor the placement gives for ``entries`` values."""
     t = time.perf_counter()
-    if run.placement.runs_here(entries) and not run.placement.names_a_cluster():
+    nodes = plan_nodes(plan)
+    if run.placement.runs_here(entries, nodes) and not run.placement.names_a_cluster():
         run.context.log(f"gramdist: a small append ({entries:,} Gram entries): computing in this process "
                         "(--workers N for a cluster)")
-    with run.placement.executor(entries, run.context.log) as ex:
+    with run.placement.executor(entries, run.context.log, nodes) as ex:
         ex.warm_up(type(plan.kernel).__module__)
         plan.timings["cluster_s"] = time.perf_counter() - t
         result = compute_into_store(ex, plan, sink, run.context)

@@ -71,9 +71,17 @@ from gramdist.engine.executor import Executor
 from gramdist.engine.nystroem import KMEANSPP_ROUNDS, NystroemSpec, NystroemState, d2_draw
 from gramdist.engine.placement import Placement
 from gramdist.engine.plan import GramPlan, fit_sample_indices, plan_gram, plan_job
-from gramdist.engine.runner import compute_in_memory, run_settings
+from gramdist.engine.runner import compute_in_memory, plan_nodes, run_settings
 from gramdist.engine.sinks import ChunkSink, FeatureStoreSink, RowsSink
-from gramdist.engine.store import ChunkGrid, FeatureMeta, FeatureStore, Location, StoreLock, as_location
+from gramdist.engine.store import (
+    ChunkGrid,
+    FeatureMeta,
+    FeatureStore,
+    Location,
+    StoreLock,
+    as_location,
+    creation_cut_short,
+)
 from gramdist.engine.window import Window, run_window
 from gramdist.errors import JobError, StoreError
 from gramdist.graphs import GraphBatch
@@ -201,6 +209,8 @@ def open_sink(plan: FeaturePlan, where: str | Location, overwrite: bool, *, crea
     None when there is none and ``create`` is false."""
     location = as_location(where)
     store = None
+    if creation_cut_short(location):  # a kill while it was laid out: nothing computed to resume
+        overwrite = True
     if location.exists() and not overwrite and not location.is_empty_folder():
         store = FeatureStore.open(location, mode="r+")
         diff = store.fingerprint_mismatch(plan.meta.to_attrs())
@@ -232,7 +242,7 @@ def featurize_grid(job: Job, *, out: str | None = None, request: FeatureRequest 
     """:func:`featurize_job` for a job, or for each setting of its grid into ``<out>/<setting>.zarr``
     (one cluster for all). Returns ``(setting name, result)`` pairs (name ``""`` without a grid)."""
     context = context or RunContext()
-    placement = placement or Placement(cluster=job.cluster, in_process=False)
+    placement = placement or Placement(cluster=job.cluster)
     folder = (out or f"{job.name}-features") if job.grid else feature_store_path(job, out)
 
     def one(sub: Job, path: str, where: Placement) -> FeatureResult:
@@ -255,7 +265,7 @@ def featurize_job(job: Job, *, out: str | None = None, request: FeatureRequest |
     plan = plan_features(job, chunk_size=request.chunk_size, nystroem=request.nystroem,
                          from_store=request.from_store)
     return run_feature_plan(plan, feature_store_path(job, out),
-                            placement or Placement(cluster=job.cluster, in_process=False),
+                            placement or Placement(cluster=job.cluster),
                             overwrite=overwrite, context=context, t_start=t_start)
 
 
@@ -290,7 +300,7 @@ def run_feature_plan(plan: FeaturePlan, where: str | Location, placement: Placem
             n = plan.grid.n_chunks
             return FeatureResult(str(location), n, 0, n, True, timings=plan.gram.timings)
         t = time.perf_counter()
-        with placement.executor(_work(plan), context.log) as ex:
+        with placement.executor(_work(plan), context.log, plan_nodes(plan.gram)) as ex:
             ex.warm_up(type(plan.kernel).__module__)
             plan.gram.timings["cluster_s"] = time.perf_counter() - t
             if sink is None:  # created only once a cluster is reached

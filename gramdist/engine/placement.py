@@ -11,16 +11,18 @@ computation of a given size, into an :class:`~gramdist.engine.executor.Executor`
    ``cluster.jobqueue``: that cluster, connected for this computation.
 4. the active ``distributed.Client`` of the process (``with Client(): ...``), if any.
 5. ``in_process="auto"`` with no cluster size named (``cluster.n_workers``): this process when
-   the work is at most :data:`IN_PROCESS_MAX_ENTRIES` kernel values — a LocalCluster would
-   take longer to start than the work takes (measured here: NCI1's 4110 x 4110 WL Gram, h =
-   5, takes 0.7 s of CPU in process; starting a two-worker LocalCluster and importing the
-   kernel code on it takes 2-4 s).
+   the work is at most :data:`IN_PROCESS_MAX_ENTRIES` kernel values over at most
+   :data:`IN_PROCESS_MAX_NODES` nodes — a LocalCluster would take longer to start than the
+   work takes (measured here: NCI1's 4110 x 4110 WL Gram, h = 5, takes 0.7 s of CPU in process;
+   starting a two-worker LocalCluster and importing the kernel code on it takes 2-4 s). The
+   node bound sends large graphs, whose embeddings cost more than their Gram (D&D's 335,000
+   nodes under shortest paths or GraphHopper), to every core.
 6. otherwise a LocalCluster sized by ``cluster:``: the one shared by every call of a Python
    process (``shared=True``: the Python front ends, started once and closed at exit), or one
    started for this computation (the CLI).
 
-The command line runs its jobs with ``in_process=False`` (a cluster unless ``n_workers: 0``),
-the Python front ends and appends with ``"auto"``.
+Every entry point runs with ``"auto"`` unless the user says otherwise (``--workers N``,
+``cluster.n_workers``, a scheduler, ``in_process=``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from gramdist.jobs import ClusterSpec
 
 #: work (kernel values) that runs in this process when nothing names a cluster: 5000 x 5000
 IN_PROCESS_MAX_ENTRIES = 5000 * 5000
+#: ... over graphs of at most this many nodes in all (NCI1: 123,000; D&D: 335,000)
+IN_PROCESS_MAX_NODES = 200_000
 
 
 @dataclass(frozen=True)
@@ -69,21 +73,22 @@ class Placement:
         return bool(self.client is not None or self.address or self.cluster.jobqueue
                     or self.cluster.n_workers)
 
-    def runs_here(self, n_entries: int) -> bool:
-        """Whether :meth:`executor` runs a computation of ``n_entries`` kernel values in this
-        process (it starts and connects to nothing)."""
+    def runs_here(self, n_entries: int, n_nodes: int = 0) -> bool:
+        """Whether :meth:`executor` runs a computation of ``n_entries`` kernel values over graphs
+        of ``n_nodes`` nodes in this process (it starts and connects to nothing)."""
         if self.in_process is True or (self.cluster.n_workers == 0 and not (self.client or self.address)):
             return True
         if self.names_a_cluster() or _active_client() is not None:
             return False
-        return self.in_process == "auto" and n_entries <= IN_PROCESS_MAX_ENTRIES
+        return self.in_process == "auto" and n_entries <= IN_PROCESS_MAX_ENTRIES and n_nodes <= IN_PROCESS_MAX_NODES
 
     @contextlib.contextmanager
-    def executor(self, n_entries: int, log: Log = silent) -> Iterator[Executor]:
-        """The executor for ``n_entries`` kernel values (closed afterwards if started here)."""
+    def executor(self, n_entries: int, log: Log = silent, n_nodes: int = 0) -> Iterator[Executor]:
+        """The executor for ``n_entries`` kernel values over ``n_nodes`` nodes (closed afterwards
+        if started here)."""
         from gramdist.engine import cluster
 
-        if self.runs_here(n_entries):
+        if self.runs_here(n_entries, n_nodes):
             yield InlineExecutor()
         elif self.client is not None:
             yield DaskExecutor(cluster.address_client(self.client) if isinstance(self.client, str) else self.client)

@@ -95,7 +95,7 @@ def run_grid(job: Job, *, out: str | None = None, placement: Placement | None = 
              context: RunContext | None = None) -> list[tuple[str, RunResult]]:
     """Run a job, or each setting of its grid into ``<out>/<setting>.zarr`` on one cluster."""
     context = context or RunContext()
-    placement = placement or Placement(cluster=job.cluster, in_process=False)
+    placement = placement or Placement(cluster=job.cluster)
     folder = out or job.output or (job.name or "gram") if job.grid else store_path_for(job, out)
 
     def one(sub: Job, path: str, where: Placement) -> RunResult:
@@ -119,7 +119,7 @@ def run_job(job: Job, *, out: str | None = None, placement: Placement | None = N
     context : progress, log and detached job id (:class:`~gramdist.engine.context.RunContext`).
     """
     t_start = time.perf_counter()
-    placement = placement or Placement(cluster=job.cluster, in_process=False)
+    placement = placement or Placement(cluster=job.cluster)
     plan = plan_job(job)
     return run_plan(plan, store_path_for(job, out), placement, overwrite=overwrite, context=context, t_start=t_start)
 
@@ -155,7 +155,7 @@ def _run_locked(plan: GramPlan, lock: Any, placement: Placement, overwrite: bool
         return RunResult(str(location), n, 0, n, True, plan.timings)
     todo = plan.grid.n_rows * plan.grid.n_cols if store is None else _entries_left(store)
     t = time.perf_counter()
-    with placement.executor(todo, context.log) as ex:
+    with placement.executor(todo, context.log, plan_nodes(plan)) as ex:
         ex.warm_up(type(plan.kernel).__module__)
         plan.timings["cluster_s"] = time.perf_counter() - t
         if store is None:
@@ -170,6 +170,11 @@ def _run_locked(plan: GramPlan, lock: Any, placement: Placement, overwrite: bool
     sink.record_timings(plan.timings)
     result.timings = plan.timings
     return result
+
+
+def plan_nodes(plan: GramPlan) -> int:
+    """Nodes of the graphs a plan embeds (0 when not known: a dataset generated chunk by chunk)."""
+    return sum(int(getattr(b, "n_nodes", 0)) for b in ((plan.cols,) if plan.symmetric else (plan.rows, plan.cols)))
 
 
 def _entries_left(store: GramStore) -> int:

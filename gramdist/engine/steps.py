@@ -31,7 +31,14 @@ from gramdist.engine.context import RunContext, progress_reporter
 from gramdist.engine.executor import Executor
 from gramdist.engine.plan import GramPlan, fit_sample_indices
 from gramdist.engine.sinks import Sink
-from gramdist.engine.store import GramStore, Location, Store, check_replaceable, open_store
+from gramdist.engine.store import (
+    GramStore,
+    Location,
+    Store,
+    check_replaceable,
+    creation_cut_short,
+    open_store,
+)
 from gramdist.engine.window import Watched, Window, run_window
 from gramdist.errors import StoreError
 from gramdist.graphs import GraphBatch
@@ -74,7 +81,7 @@ def check_output_location(location: Location, n_rows: int, n_cols: int, itemsize
 def open_existing_store(plan: GramPlan, location: Location, overwrite: bool) -> GramStore | None:
     """The store at ``location`` if it exists and was made by this computation (to resume);
     None if there is none or ``overwrite`` replaces it; :class:`StoreError` if another job's."""
-    if not location.exists() or overwrite or location.is_empty_folder():
+    if not location.exists() or overwrite or location.is_empty_folder() or creation_cut_short(location):
         return None
     store = GramStore.open(location, mode="r+")
     diff = store.fingerprint_mismatch(plan.meta.to_attrs())
@@ -91,8 +98,9 @@ def open_existing_store(plan: GramPlan, location: Location, overwrite: bool) -> 
 def create_store(plan: GramPlan, location: Location, overwrite: bool) -> GramStore:
     """A new store laid out for the plan, holding its attributes and the graphs' labels and ids."""
     store = GramStore.create(location, plan.grid, plan.meta, compression_level=plan.gram.compression_level,
-                             overwrite=overwrite)
+                             overwrite=overwrite or creation_cut_short(location), finish=False)
     store.write_graph_vectors(plan.rows, cols=None if plan.symmetric else plan.cols)
+    store.finish_creation()
     return store
 
 

@@ -22,7 +22,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from gramdist.engine.store.base import Store, as_location, check_replaceable, store_kind, store_version
+from gramdist.engine.store.base import (
+    Store,
+    as_location,
+    check_replaceable,
+    creation_cut_short,
+    store_kind,
+    store_version,
+)
 from gramdist.engine.store.checksums import tile_checksum, words_checksum
 from gramdist.engine.store.features import ChunkTarget, FeatureStore, is_feature_store, open_features
 from gramdist.engine.store.gram import GramStore, TileTarget, is_gram_store, open_gram
@@ -71,7 +78,7 @@ def read_state(where: Any) -> Any:
 
 
 __all__ = [
-    "ChunkGrid", "ChunkTarget", "Lease", "LeaseLost", "check_replaceable", "EmbeddingCache", "FeatureMeta", "FeatureStore", "GRAM_DTYPES", "GramMeta", "GramStore",
+    "ChunkGrid", "ChunkTarget", "Lease", "LeaseLost", "check_replaceable", "creation_cut_short", "EmbeddingCache", "FeatureMeta", "FeatureStore", "GRAM_DTYPES", "GramMeta", "GramStore",
     "Location", "Sidecar", "Store", "StoreBusyError", "StoreError", "StoreLock", "TileGrid", "TileTarget", "check_dtype",
     "current_writer", "info", "is_feature_store", "is_gram_store", "is_store", "kept_tiles", "load_state", "open_features",
     "open_gram", "open_store", "read_state", "store_version", "tile_checksum", "verify", "words_checksum",

@@ -64,6 +64,21 @@ def group_attributes(location: Location) -> dict[str, Any] | None:
     return attrs if isinstance(attrs, dict) else None
 
 
+def create_root(location: Location, attrs: dict[str, Any]) -> Any:
+    """The root group of a new store, its attributes in the first file written (so a creation
+    cut short at any later point is recognisably ours) and ``creating`` set until
+    :meth:`Store.finish_creation`."""
+    return zarr.open_group(str(location), mode="w-", zarr_format=3,
+                           attributes=as_jsonable(attrs | {"creating": True}))
+
+
+def creation_cut_short(location: Location) -> bool:
+    """Whether ``location`` holds a store whose creation never finished (a kill while it was laid
+    out): it holds nothing computed, and a run replaces it rather than resuming it."""
+    attrs = group_attributes(location) if location.is_folder() else None
+    return bool(attrs and "gramdist_version" in attrs and attrs.get("creating"))
+
+
 def open_root(location: Location, mode: str = "r") -> Any:
     """The Zarr group of a gramdist store, unchecked beyond its group metadata and
     ``gramdist_version``; :class:`StoreError` if it is not one."""
@@ -253,6 +268,10 @@ class Store:
     @property
     def complete(self) -> bool:
         return bool(self._attr("complete"))
+
+    def finish_creation(self) -> None:
+        """The store is laid out: from now on a run resumes it (see :func:`create_root`)."""
+        self._set(creating=False)
 
     @property
     def state_complete(self) -> bool:

@@ -25,6 +25,7 @@ from gramdist.engine.store.base import (
     Store,
     as_location,
     blosc,
+    create_root,
     open_root,
     prepare_location,
     read_array,
@@ -149,7 +150,10 @@ class FeatureStore(Store):
         """
         location = as_location(where)
         prepare_location(location, overwrite)
-        root = zarr.open_group(str(location), mode="w-", zarr_format=3)
+        root = create_root(location, meta.to_attrs() | {
+            "store_kind": FEATURE_KIND, "chunk_size": grid.chunk, "n_graphs": grid.n_graphs,
+            "compression_level": compression_level, "complete": False, "state_complete": False,
+            "nystroem_complete": False, "checksum_format": CHECKSUM_FORMAT})
         comp = blosc(compression_level)
         b = max(1, min(grid.chunk, grid.n_graphs))
         sparse = meta.feature_kind == "sparse"
@@ -165,11 +169,9 @@ class FeatureStore(Store):
         for name in ("chunks_done", "chunk_checksums"):
             root.create_array(name, shape=(grid.n_chunks,), chunks=(n,), dtype=FEATURE_ARRAYS[name].dtype,
                               fill_value=0)
-        root.attrs.update(meta.to_attrs() | {
-            "store_kind": FEATURE_KIND, "chunk_size": grid.chunk, "n_graphs": grid.n_graphs,
-            "compression_level": compression_level, "complete": False, "state_complete": False,
-            "nystroem_complete": False, "checksum_format": CHECKSUM_FORMAT})
-        return cls(location, root, "r+")
+        store = cls(location, root, "r+")
+        store.finish_creation()
+        return store
 
     @classmethod
     def open(cls, where: str | Location, mode: str = "r") -> FeatureStore:

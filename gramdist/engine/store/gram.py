@@ -28,6 +28,7 @@ from gramdist.engine.store.base import (
     Store,
     as_location,
     blosc,
+    create_root,
     keep_empty,
     lost_metadata,
     open_root,
@@ -275,20 +276,24 @@ class GramStore(Store):
     # -------------------------------------------------------------- making and opening
     @classmethod
     def create(cls, where: str | Location, grid: TileGrid, meta: GramMeta | dict[str, Any], *,
-               compression_level: int = 1, overwrite: bool = False) -> GramStore:
+               compression_level: int = 1, overwrite: bool = False, finish: bool = True) -> GramStore:
         """A new store laid out for ``grid``. An existing one is refused, or with ``overwrite``
-        replaced if it is a gramdist store or an empty folder (never anything else)."""
+        replaced if it is a gramdist store or an empty folder (never anything else).
+        ``finish`` False: the caller writes more before :meth:`finish_creation`."""
         location = as_location(where)
         attrs = meta.to_attrs() if isinstance(meta, GramMeta) else dict(meta)
         dtype = check_dtype(attrs.get("dtype") or "float64")
         prepare_location(location, overwrite)
-        root = zarr.open_group(str(location), mode="w-", zarr_format=3)
+        root = create_root(location, attrs | {
+            "complete": False, "state_complete": False, "diag_complete": False, "dtype": dtype,
+            "checksummed": True, "checksum_format": CHECKSUM_FORMAT})
         create_tile_arrays(root, grid, dtype, compression_level)
         if attrs.get("keep_embeddings"):
             root.require_group(EMBEDDINGS)
-        root.attrs.update(attrs | {"complete": False, "state_complete": False, "diag_complete": False,
-                                   "dtype": dtype, "checksummed": True, "checksum_format": CHECKSUM_FORMAT})
-        return cls(location, root, "r+")
+        store = cls(location, root, "r+")
+        if finish:
+            store.finish_creation()
+        return store
 
     @classmethod
     def open(cls, where: str | Location, mode: str = "r") -> GramStore:
@@ -620,8 +625,9 @@ class GramStore(Store):
             "fit": None, "tile_size": grid.tile, "normalize": True,
             "symmetric": grid.symmetric, "dtype": check_dtype(dtype), "job": {},
         }
-        store = cls.create(where, grid, attrs, overwrite=overwrite)
+        store = cls.create(where, grid, attrs, overwrite=overwrite, finish=False)
         store.copy_graph_vectors(first)
+        store.finish_creation()
         return store
 
 

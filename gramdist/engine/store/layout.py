@@ -113,6 +113,7 @@ _COMMON = (
     AttrSpec("stats", "phase timings of the runs"),
     AttrSpec("complete", "every tile or chunk is on disk and checksummed"),
     AttrSpec("state_complete", "the fitted state is written"),
+    AttrSpec("creating", "the store is being laid out (a creation cut short is replaced, never resumed)"),
 )
 GRAM_ATTRIBUTES: dict[str, AttrSpec] = _attrs(
     *_COMMON,

@@ -23,7 +23,6 @@ from gramdist.engine.store.base import present, read_array, write_vector
 from gramdist.engine.store.gram import (
     GramStore,
     TileTarget,
-    create_record_array,
     create_tile_arrays,
     folder_of,
     grid_of,
@@ -176,7 +175,8 @@ class Staging:
         a read that overlaps is retried); move the new chunks over the old ones (files renamed on
         the same file system: a chunk is always whole); replace the ``gram`` metadata with the
         grown one; rewrite the done-mask, checksums and vectors from the staging copies (kept
-        until the end); update the attributes, drop the record; remove the staging group.
+        until the end); update the attributes and mark the store complete; drop the record;
+        remove the staging group.
         Returns whether the grown store is complete.
         """
         root, group, grid = self.store.root, self.group, self.grid
@@ -191,18 +191,18 @@ class Staging:
         from gramdist.engine.store.backup import write_file_atomic
 
         write_file_atomic(target / "zarr.json", (source / "zarr.json").read_bytes())
-        mask = read_done_mask(group)
-        sums = read_checksums(group, path / self.name)
-        for rec in ("tiles_done", "tile_checksums"):
-            create_record_array(root, rec, grid, overwrite=True)
-        write_done_mask(root, mask, sums)
+        # the grown done-mask and checksums, copied file by file (each replaced whole) so that
+        # the store never lacks them: an overwrite would delete them first
+        for rec in ("tile_checksums", "tiles_done"):
+            _copy_array_files(path / self.name / rec, path / rec)
         for vec in ("diag", "diag_cols", "y", "graph_ids", "graph_ids_cols"):
             if present(group, vec):
                 self.store._write_vector(vec, read_array(group, vec, path / self.name))
         root.attrs.update(as_jsonable(dict(group.attrs["commit_attrs"])) | {
-            "generation": generation + 1, "pending_append": None,
-            "diag_complete": bool(group.attrs.get("diag_complete"))})
+            "generation": generation + 1, "diag_complete": bool(group.attrs.get("diag_complete"))})
         complete = mark_group_complete(root, grid)
+        # the record goes last: a commit killed before this point is finished by the next run
+        root.attrs["pending_append"] = None
         shutil.rmtree(path / self.name, ignore_errors=True)
         return complete
 
@@ -283,6 +283,18 @@ def _move_chunks(source: Path, target: Path) -> None:
                 continue
             (target / rel).mkdir(parents=True, exist_ok=True)
             os.replace(Path(folder) / f, target / rel / f)
+
+
+def _copy_array_files(source: Path, target: Path) -> None:
+    """Copy an array's files over another's, its chunks first and its metadata last, each file
+    replaced atomically; the source stays (a rerun of the commit copies it again)."""
+    from gramdist.engine.store.backup import write_file_atomic
+
+    files = sorted((p for p in source.rglob("*") if p.is_file() and not p.name.startswith(".")),
+                   key=lambda p: p.name == "zarr.json")
+    for f in files:
+        (target / f.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+        write_file_atomic(target / f.relative_to(source), f.read_bytes())
 
 
 def _move_folders(source: Path, target: Path) -> None:

@@ -8,14 +8,13 @@ Shervashidze et al. 2011), NSPDK (Costa & De Grave 2010) and ODD_ST (Da San Mart
 
 Which file holds which part:
 
-* ``sparse_features.py`` — :class:`SparseFeatures` (one sparse vector per graph, stable uint64
-  feature ids) and :class:`SparseFeatureKernel`, the shared base whose ``pairwise`` is the
-  exact sparse dot product; the stream learners and feature stores reuse it.
-* ``wl.py`` — WL subtree relabelling (§2.1 of the stream paper, Shervashidze et al. 2011).
+* ``wl.py`` — the WL subtree kernel (§2.1 of the stream paper, Shervashidze et al. 2011) on
+  the relabelling of :mod:`gramdist.kernels.relabel`.
 * ``nspdk.py`` — rooted neighbourhood subgraphs, their exact pair codes per radius/distance.
 * ``odd.py`` — ordered decompositional DAGs with the ST subtree kernel, built on NSPDK's
   distance patterns.
 
 Feature ids are hashes from :mod:`gramdist.kernels.hashing` (shared with the matching family),
-so they are the same on every worker and for out-of-sample graphs.
+so they are the same on every worker and for out-of-sample graphs. The sparse vectors and the
+shared exact-dot-product base live in :mod:`gramdist.kernels.sparse`, beside the hashing.
 """

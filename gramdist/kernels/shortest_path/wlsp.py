@@ -18,7 +18,7 @@ their dot product (exact integer arithmetic).
 
 Choices, and ours
 -----------------
-* The WL labels are those of the ``wl`` kernel (:func:`gramdist.kernels.features.wl.wl_labels`):
+* The WL labels are those of the ``wl`` kernel (:func:`gramdist.kernels.relabel.wl_labels`):
   stable 64-bit hashes of the complete WL signature instead of the paper's per-dataset
   dictionary, so out-of-sample graphs get the features they would get in the fit sample
   (see that module; collisions have probability ~2^-64 per pair of labels). GraKeL's

@@ -27,7 +27,7 @@ Choices the paper leaves open
 * **Unlabelled graphs**: every node has label 0 (WL then refines by degree).
 * **Self-loops** count once, with the pair ``(ℓ(v), ℓ(v))``.
 * **Label identity**: WL labels are the stable 64-bit hashes of
-  :func:`gramdist.kernels.features.wl.wl_labels` (see that module: no dictionary, so
+  :func:`gramdist.kernels.relabel.wl_labels` (see that module: no dictionary, so
   out-of-sample graphs get exactly the features they would get in the fit sample); an edge
   key is ``combine(tag, i, min, max[, edge label])`` of those hashes. Collisions between
   distinct keys have probability ~2^-64 per pair.

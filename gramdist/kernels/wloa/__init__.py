@@ -5,5 +5,5 @@ Assignment Kernels and Applications to Graph Classification*, NIPS 2016).
   counts), shared with the neighbourhood hash kernel.
 * ``kernel.py`` — :class:`WLOAKernel` (``wloa``): the histogram-intersection form of the
   optimal assignment on the WL label hierarchy, with explicit sparse features. The WL labels
-  come from :func:`gramdist.kernels.features.wl.wl_labels`.
+  come from :func:`gramdist.kernels.relabel.wl_labels`.
 """

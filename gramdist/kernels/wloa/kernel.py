@@ -34,7 +34,7 @@ is their exact integer dot product (equal to the min-sum, bit for bit, in any ti
 
 Choices
 -------
-* WL labels are the stable 64-bit hashes of :func:`gramdist.kernels.features.wl.wl_labels`
+* WL labels are the stable 64-bit hashes of :func:`gramdist.kernels.relabel.wl_labels`
   (no fitted dictionary: graphs outside the fit sample get exactly their in-sample
   features; a hashed label already identifies its iteration and its whole refinement
   chain, so the hierarchy is implicit).

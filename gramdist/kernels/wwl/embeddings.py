@@ -3,7 +3,7 @@
 Categorical labels (paper, Definition 1)
     Node ``v`` is embedded by its sequence of WL labels ``(l_0(v), ..., l_h(v))`` over the
     iterations 0..h of WL relabelling. Labels are the stable 64-bit hashes of
-    :func:`gramdist.kernels.features.wl.wl_labels` (the same labels as the ``wl`` kernel), so
+    :func:`gramdist.kernels.relabel.wl_labels` (the same labels as the ``wl`` kernel), so
     two nodes of any two graphs, fitted or not, share a label exactly when their WL
     signatures are equal (up to a 2^-64 collision probability per pair of labels).
     Graphs without node labels get label 0 on every node; a self-loop makes a node its own

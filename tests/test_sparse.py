@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gramdist.kernels.features import sparse_features as sf
+from gramdist.kernels import sparse as sf
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 
 
