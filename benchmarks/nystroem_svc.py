@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 import gramdist
-from gramdist.evaluation.nested_cv import GramSource, cross_validate
+from gramdist.evaluation.nested_cv import GramSource, RunOptions, cross_validate
+from gramdist.evaluation.protocols import Protocol
 
 
 class PhiSource(GramSource):
@@ -50,8 +51,8 @@ def main() -> None:
             continue
         phi, y = gramdist.open_features(str(args.work / f"{name}.zarr"))
         t = resource.getrusage(resource.RUSAGE_SELF).ru_utime
-        res = cross_validate([PhiSource(name, phi)], y, np.zeros(len(y), bool), folds=args.folds,
-                             repeats=args.repeats, seed=0, task="classification")
+        res = cross_validate([PhiSource(name, phi)], y, np.zeros(len(y), bool),
+                             Protocol(folds=args.folds, repeats=args.repeats), RunOptions(seed=0, task="classification"))
         cpu = resource.getrusage(resource.RUSAGE_SELF).ru_utime - t
         results[name] = {"accuracy": res["accuracy_mean"], "std": res["accuracy_std"], "cpu_s": cpu}
         path.write_text(json.dumps(results, indent=1))

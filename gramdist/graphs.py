@@ -297,12 +297,31 @@ class GraphBatch:
         edge_attrs: list[np.ndarray] | None = None,
         y: np.ndarray | list | None = None,
         graph_ids: np.ndarray | list | None = None,
-        name: str = "",
     ) -> GraphBatch:
         """Build a batch from per-graph arrays (local 0-based edge endpoints).
 
         Edges may be given in either or both directions; they are canonicalised to one
         undirected edge with ``u <= v``, keeping the first occurrence (and its label/attrs).
+
+        Parameters
+        ----------
+        edge_lists : list of G arrays of shape (E_g, 2), int
+            Each graph's edges, endpoints local to the graph (``0..n_nodes[g]-1``).
+        n_nodes : list of G int or ndarray of shape (G,)
+            Nodes per graph.
+        node_labels, node_attrs : list of G arrays of shape (n_nodes[g],) and (n_nodes[g], dn), optional
+            Categorical labels and numerical attributes of each graph's nodes.
+        edge_labels, edge_attrs : list of G arrays of shape (E_g,) and (E_g, de), optional
+            Of each graph's edges, in the order of ``edge_lists``.
+        y : array-like of shape (G,), optional
+            Graph class labels (or targets).
+        graph_ids : array-like of shape (G,), optional
+            Identifiers of the graphs; default ``0..G-1``.
+
+        Returns
+        -------
+        GraphBatch
+            Unnamed (``name`` is ``""``; set the attribute to name it).
         """
         n_nodes = np.asarray(n_nodes, dtype=np.int64)
         canon_edges, e_counts, keep_all = [], [], []
@@ -339,7 +358,6 @@ class GraphBatch:
             edge_attrs=cat_edges(edge_attrs, np.float64),
             y=None if y is None else np.asarray(y),
             graph_ids=graph_ids,
-            name=name,
         )
 
     @staticmethod

@@ -408,10 +408,11 @@ def test_a_process_that_read_the_store_sees_it_grown(tmp_path, client):
     append, the same process reads the grown store, not the cached old one."""
     from gramdist.evaluation.combine import normalised_gram
     from gramdist.evaluation.nested_cv import _load, evaluate
+    from gramdist.evaluation.protocols import Protocol
 
     base, reference = base_and_reference(tmp_path, client, 30, 10, tile=8)
     assert _load(str(base)).shape == (30, 30) and normalised_gram(str(base)).shape == (30, 30)
-    assert evaluate([str(base)], folds=2, repeats=1)["test_graphs"] == 30
+    assert evaluate([str(base)], Protocol(folds=2, repeats=1))["test_graphs"] == 30
     append(base, new_graphs(40, 30), placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
     assert np.array_equal(_load(str(base)), reference) and normalised_gram(str(base)).shape == (40, 40)
-    assert evaluate([str(base)], folds=2, repeats=1)["test_graphs"] == 40
+    assert evaluate([str(base)], Protocol(folds=2, repeats=1))["test_graphs"] == 40

@@ -17,7 +17,8 @@ from gramdist.engine.store import info as store_info
 from gramdist.engine.store import open_gram, verify
 from gramdist.errors import StoreError
 from gramdist.evaluation.combine import CombinedSource, combine_stores, evaluate_combined, weight_grid
-from gramdist.evaluation.nested_cv import evaluate
+from gramdist.evaluation.nested_cv import RunOptions, evaluate
+from gramdist.evaluation.protocols import Protocol
 from gramdist.jobs import validate_job
 from gramdist.testing import min_eigenvalue_ratio
 
@@ -47,17 +48,17 @@ def test_a_combination_beats_each_kernel_when_each_sees_half_the_signal(tmp_path
     y, ka, kb = two_halves()
     a = make_store(tmp_path / "a.zarr", ka, y)
     b = make_store(tmp_path / "b.zarr", kb, y)
-    kw = dict(folds=5, repeats=1, seed=0, c_grid=(0.1, 1.0, 10.0, 100.0))
-    singles = [evaluate([s], **kw)["accuracy_mean"] for s in (a, b)]
-    both = evaluate([a, b], **kw)["accuracy_mean"]
-    comb = evaluate_combined([a, b], steps=4, **kw)
+    protocol = Protocol(folds=5, repeats=1, c_grid=(0.1, 1.0, 10.0, 100.0))
+    singles = [evaluate([s], protocol)["accuracy_mean"] for s in (a, b)]
+    both = evaluate([a, b], protocol)["accuracy_mean"]
+    comb = evaluate_combined([a, b], protocol, steps=4)
     assert comb["accuracy_mean"] > max(singles + [both]) + 10, (singles, both, comb["accuracy_mean"])
     assert len(comb["weight_grid"]) == 5 and len(comb["weights"]) == 5
     assert all(0 < w[0] < 1 for w in comb["weights"])  # a mixture in every fold
     assert sum(c["folds"] for c in comb["weights_chosen"]) == 5
     # saved folds: a rerun reads them and reports the same weights
-    first = evaluate_combined([a, b], steps=4, out=tmp_path / "folds", **kw)
-    again = evaluate_combined([a, b], steps=4, out=tmp_path / "folds", **kw)
+    first = evaluate_combined([a, b], protocol, RunOptions(out=tmp_path / "folds"), steps=4)
+    again = evaluate_combined([a, b], protocol, RunOptions(out=tmp_path / "folds"), steps=4)
     assert first["weights"] == comb["weights"] and again["resumed_folds"] == 5 and again["weights"] == comb["weights"]
 
 

@@ -38,7 +38,7 @@ def test_real_name(monkeypatch):
 def test_synthetic():
     spec = {"synthetic": {"n_graphs": 12, "n_nodes": [5, 9], "avg_degree": 2.0, "seed": 3}}
     b = load_dataset(spec)
-    ref = make_synthetic(12, (5, 9), 2.0, seed=3)
+    ref = make_synthetic(n_graphs=12, n_nodes=(5, 9), avg_degree=2.0, seed=3)
     assert b.checksum() == ref.checksum()
 
 

@@ -38,7 +38,7 @@ def test_roundtrip_mutag(mutag):
 
 
 def test_roundtrip_synthetic():
-    b = make_synthetic(20, 15, 3.0, n_labels=4, attr_dim=3, seed=0)
+    b = make_synthetic(n_graphs=20, n_nodes=15, avg_degree=3.0, n_labels=4, attr_dim=3, seed=0)
     back = from_networkx(to_networkx(b), node_attr="attr", y="label")
     assert_same(back, b)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,7 +11,8 @@ import pytest
 from gramdist.engine.store import GramStore
 from gramdist.errors import StoreError
 from gramdist.evaluation import nested_cv
-from gramdist.evaluation.nested_cv import evaluate, outer_fold
+from gramdist.evaluation.nested_cv import Fold, FoldSetup, RunOptions, evaluate, outer_fold
+from gramdist.evaluation.protocols import Protocol
 
 
 def make_store(path, k, y, checksum="same", complete=True):
@@ -30,7 +32,7 @@ def informative_and_noise(n=80, seed=0):
 def test_separable_kernel_scores_perfectly(tmp_path):
     y, good, _ = informative_and_noise()
     s = make_store(tmp_path / "good.zarr", good, y)
-    res = evaluate([s], folds=4, repeats=2, seed=0)
+    res = evaluate([s], Protocol(folds=4, repeats=2), RunOptions(seed=0))
     assert res["accuracy_mean"] == 100.0 and res["accuracy_std"] == 0.0
     assert np.array(res["fold_accuracies"]).shape == (2, 4)
 
@@ -41,7 +43,7 @@ def test_store_selection_prefers_informative_kernel(tmp_path):
     folder.mkdir()
     make_store(folder / "a-noise.zarr", noise, y)
     make_store(folder / "b-good.zarr", good, y)
-    res = evaluate([str(folder)], folds=4, repeats=1, seed=0)
+    res = evaluate([str(folder)], Protocol(folds=4, repeats=1), RunOptions(seed=0))
     assert len(res["stores"]) == 2
     assert all(sel["store"].endswith("b-good.zarr") for sel in res["selections"])
     assert res["accuracy_mean"] > 95
@@ -67,7 +69,8 @@ def test_selection_never_sees_the_test_fold():
     original = ev._load
     ev._load = lambda p: {"cheat": cheat, "honest": honest}[p]
     try:
-        res = outer_fold(("cheat", "honest"), y, train, test, (0.1, 1.0, 10.0), 5, 0)
+        res = outer_fold(FoldSetup(("cheat", "honest"), y, Protocol(inner_folds=5, c_grid=(0.1, 1.0, 10.0))),
+                         Fold(0, 0, train, test, inner_seed=0))
     finally:
         ev._load = original
     assert res["store"] == "honest"
@@ -78,19 +81,19 @@ def test_incompatible_or_incomplete_stores_are_refused(tmp_path):
     a = make_store(tmp_path / "a.zarr", good, y, checksum="one")
     b = make_store(tmp_path / "b.zarr", noise, y, checksum="two")
     with pytest.raises(StoreError, match="different graphs"):
-        evaluate([a, b], folds=4, repeats=1)
+        evaluate([a, b], Protocol(folds=4, repeats=1))
     c = make_store(tmp_path / "c.zarr", good, y, complete=False)
     with pytest.raises(StoreError, match="incomplete"):
-        evaluate([c], folds=4, repeats=1)
+        evaluate([c], Protocol(folds=4, repeats=1))
     with pytest.raises(StoreError, match="fewer than --folds"):
-        evaluate([a], folds=50, repeats=1)
+        evaluate([a], Protocol(folds=50, repeats=1))
 
 
 def test_evaluate_is_deterministic(tmp_path):
     y, good, noise = informative_and_noise(seed=3)
     s = make_store(tmp_path / "n.zarr", noise + 0.5 * good, y)
-    r1 = evaluate([s], folds=5, repeats=2, seed=4)
-    r2 = evaluate([s], folds=5, repeats=2, seed=4)
+    r1 = evaluate([s], Protocol(folds=5, repeats=2), RunOptions(seed=4))
+    r2 = evaluate([s], Protocol(folds=5, repeats=2), RunOptions(seed=4))
     assert r1["fold_accuracies"] == r2["fold_accuracies"]
 
 
@@ -101,9 +104,9 @@ def test_evaluate_saves_each_fold_and_a_rerun_resumes(tmp_path, monkeypatch):
     make_store(folder / "a.zarr", noise + 0.3 * good, y)
     make_store(folder / "b.zarr", noise + 0.6 * good, y)
     out = tmp_path / "folds"
-    protocol = dict(folds=4, repeats=2, seed=1, inner_folds=3, c_grid=(0.1, 10.0))
-    plain = evaluate([str(folder)], **protocol)
-    first = evaluate([str(folder)], out=out, **protocol)
+    protocol = Protocol(folds=4, repeats=2, inner_folds=3, c_grid=(0.1, 10.0))
+    plain = evaluate([str(folder)], protocol, RunOptions(seed=1))
+    first = evaluate([str(folder)], protocol, RunOptions(seed=1, out=out))
     files = sorted(out.glob("fold-*.json"))
     assert len(files) == 8 and first["resumed_folds"] == 0
     assert first["fold_accuracies"] == plain["fold_accuracies"] and first["selections"] == plain["selections"]
@@ -114,7 +117,7 @@ def test_evaluate_saves_each_fold_and_a_rerun_resumes(tmp_path, monkeypatch):
     # every fold is read back, none computed, with the same figures and selections
     with monkeypatch.context() as m:
         m.setattr(nested_cv, "outer_fold", must_not_run)
-        again = evaluate([str(folder)], out=out, **protocol)
+        again = evaluate([str(folder)], protocol, RunOptions(seed=1, out=out))
     assert again["resumed_folds"] == 8
     assert again["fold_accuracies"] == first["fold_accuracies"] and again["selections"] == first["selections"]
     assert again["accuracy_mean"] == first["accuracy_mean"] and again["accuracy_se"] == first["accuracy_se"]
@@ -122,15 +125,15 @@ def test_evaluate_saves_each_fold_and_a_rerun_resumes(tmp_path, monkeypatch):
     files[2].unlink()
     files[6].unlink()
     (out / (files[3].name + ".tmp-123")).write_text("{")
-    partial = evaluate([str(folder)], out=out, **protocol)
+    partial = evaluate([str(folder)], protocol, RunOptions(seed=1, out=out))
     assert partial["resumed_folds"] == 6 and partial["fold_accuracies"] == first["fold_accuracies"]
     # another C grid, or a store whose content changed at the same path, is not resumed
-    assert evaluate([str(folder)], out=out, **{**protocol, "c_grid": (1.0,)})["resumed_folds"] == 0
+    assert evaluate([str(folder)], replace(protocol, c_grid=(1.0,)), RunOptions(seed=1, out=out))["resumed_folds"] == 0
     shutil.rmtree(folder / "b.zarr")
     make_store(folder / "b.zarr", noise + 0.9 * good, y)
-    changed = evaluate([str(folder)], out=out, **protocol)
+    changed = evaluate([str(folder)], protocol, RunOptions(seed=1, out=out))
     assert changed["resumed_folds"] == 0
-    assert changed["fold_accuracies"] == evaluate([str(folder)], **protocol)["fold_accuracies"]
+    assert changed["fold_accuracies"] == evaluate([str(folder)], protocol, RunOptions(seed=1))["fold_accuracies"]
 
 
 def test_out_must_be_a_folder(tmp_path):
@@ -138,7 +141,7 @@ def test_out_must_be_a_folder(tmp_path):
     s = make_store(tmp_path / "good.zarr", good, y)
     (tmp_path / "afile").write_text("")
     with pytest.raises(StoreError, match="not a folder"):
-        evaluate([s], folds=2, repeats=1, out=tmp_path / "afile")
+        evaluate([s], Protocol(folds=2, repeats=1), RunOptions(out=tmp_path / "afile"))
 
 
 def test_store_digest_follows_the_content(tmp_path):
@@ -165,12 +168,12 @@ def test_supervised_fit_graphs_are_never_tested(tmp_path, monkeypatch):
     seen = []
     original = ev.outer_fold
 
-    def spy(stores, y_, train, test, *rest):
-        seen.append((train, test))
-        return original(stores, y_, train, test, *rest)
+    def spy(setup, fold):
+        seen.append((fold.train, fold.test))
+        return original(setup, fold)
 
     monkeypatch.setattr(ev, "outer_fold", spy)
-    res = evaluate([path], folds=5, repeats=2, seed=1)
+    res = evaluate([path], Protocol(folds=5, repeats=2), RunOptions(seed=1))
     assert len(seen) == 10
     free = np.setdiff1d(np.arange(80), supervised)
     for r in range(2):
@@ -183,12 +186,12 @@ def test_supervised_fit_graphs_are_never_tested(tmp_path, monkeypatch):
     assert res["supervised_fit_graphs"] == len(supervised) and res["test_graphs"] == len(free)
     # a store without the record is evaluated on every graph, as before
     plain = make_store(tmp_path / "plain.zarr", noise + good, y)
-    assert evaluate([plain], folds=5, repeats=1)["supervised_fit_graphs"] == 0
+    assert evaluate([plain], Protocol(folds=5, repeats=1))["supervised_fit_graphs"] == 0
     # too few unsupervised graphs left for the folds: refused, with the reason
     GramStore.open(path, "r+").write_state(KernelState(attrs={"supervised_graph_ids": list(range(75))}),
                                            np.arange(75))
     with pytest.raises(StoreError, match="kernel fit used"):
-        evaluate([path], folds=5, repeats=1)
+        evaluate([path], Protocol(folds=5, repeats=1))
 
 
 def test_inner_cv_never_validates_on_supervised_fit_graphs():
@@ -212,9 +215,55 @@ def test_inner_cv_never_validates_on_supervised_fit_graphs():
     original = ev._load
     ev._load = lambda p: {"cheat": cheat, "honest": honest}[p]
     try:
-        leaky = outer_fold(("cheat", "honest"), y, train, test, (0.1, 1.0, 10.0), 5, 0)
-        res = outer_fold(("cheat", "honest"), y, train, test, (0.1, 1.0, 10.0), 5, 0, held)
+        protocol = Protocol(inner_folds=5, c_grid=(0.1, 1.0, 10.0))
+        fold = Fold(0, 0, train, test, inner_seed=0)
+        leaky = outer_fold(FoldSetup(("cheat", "honest"), y, protocol), fold)
+        res = outer_fold(FoldSetup(("cheat", "honest"), y, protocol, held=held), fold)
     finally:
         ev._load = original
     assert leaky["store"] == "cheat"           # the trap works when the graphs are not declared
     assert res["store"] == "honest"
+
+
+def test_saved_fold_names_do_not_change(tmp_path):
+    """The key of a saved fold (its file name) is what an ``--out`` folder written by an earlier
+    version resumes by: these names are those gramdist 0.2.0 wrote for the same folds."""
+
+    class Fixed(nested_cv.GramSource):
+        def digest(self):
+            return "digest-" + self.name
+
+    y = np.repeat([0, 1], 10)
+    held = np.zeros(20, bool)
+    held[:2] = True
+    protocol = Protocol(folds=3, repeats=2, inner_folds=3, c_grid=(0.1, 10.0))
+    setup = FoldSetup((Fixed("a"), Fixed("b")), y, protocol, held=held)
+    assert setup.key() == (
+        '{"c_grid": [0.1, 10.0], "inner_folds": 3, "labels": "128ee3684cad4393ea1ad7bf770103c3", "per_store": false, '
+        '"sources": [["a", "digest-a"], ["b", "digest-b"]], "task": ["Task", {"params": "(0.1, 10.0)"}]}')
+    folds = nested_cv.outer_splits(y, held, protocol, seed=4)
+    assert [(f.repeat, f.index, f.inner_seed) for f in folds] == [(r, f, 4 + 1000 * (r + 1) + f)
+                                                                  for r in range(2) for f in range(3)]
+    names = [p.rsplit("/", 1)[1] for p in nested_cv.fold_paths(tmp_path, setup.key(), folds)]
+    assert names == ["fold-r00-f00-7377dc3f23874bef.json", "fold-r00-f01-1eacde7616f183fb.json",
+                     "fold-r00-f02-c01d243430ad5cc2.json", "fold-r01-f00-a315d00d986e5159.json",
+                     "fold-r01-f01-a1d28a5992e9e2ef.json", "fold-r01-f02-dac0db0875ec28ce.json"]
+    assert nested_cv.fold_paths(None, setup.key(), folds) == [None] * 6
+
+
+def test_the_protocol_travels_to_every_fold(tmp_path, monkeypatch):
+    y, good, noise = informative_and_noise(seed=7)
+    s = make_store(tmp_path / "s.zarr", noise + good, y)
+    protocol = Protocol(folds=3, repeats=1, inner_folds=2, c_grid=(1.0,))
+    seen = []
+    original = nested_cv.outer_fold
+
+    def spy(setup, fold):
+        seen.append(setup)
+        return original(setup, fold)
+
+    monkeypatch.setattr(nested_cv, "outer_fold", spy)
+    res = evaluate([s], protocol, RunOptions(seed=3))
+    assert len(seen) == 3 and all(setup.protocol is protocol for setup in seen)
+    assert (res["folds"], res["repeats"], res["inner_folds"], res["c_grid"]) == (3, 1, 2, [1.0])
+    assert res["task_reason"] == "detected: integer labels" and evaluate([s])["repeats"] == 10  # Protocol()

@@ -328,25 +328,35 @@ def test_features_of_a_lazy_dataset_equal_those_of_the_loaded_one(tmp_path):
 # ------------------------------------------------------------------------------ evaluation
 def test_evaluate_features_svm_and_streamed_sgd(tmp_path, dataset_dir):
     from gramdist.evaluation.linear import evaluate_features
+    from gramdist.evaluation.nested_cv import RunOptions
+    from gramdist.evaluation.protocols import Protocol
 
     dataset_dir("MUTAG")
     for h in (1, 3):
         featurize(job({"name": "wl", "h": h}, normalize=True), tmp_path / "grid" / f"h-{h}.zarr")
-    res = evaluate_features([str(tmp_path / "grid")], folds=5, repeats=1, c_grid=(0.1, 1.0, 10.0))
+    protocol = Protocol(folds=5, repeats=1, c_grid=(0.1, 1.0, 10.0))
+    res = evaluate_features([str(tmp_path / "grid")], protocol)
     assert res["learner"] == "svm" and len(res["stores"]) == 2 and res["accuracy_mean"] > 75
     assert set(res) >= {"accuracy_mean", "accuracy_std", "fold_accuracies", "selections", "test_graphs"}
-    sgd = evaluate_features([str(tmp_path / "grid" / "h-3.zarr")], folds=3, repeats=1, c_grid=(1.0, 10.0),
+    sgd = evaluate_features([str(tmp_path / "grid" / "h-3.zarr")], Protocol(folds=3, repeats=1, c_grid=(1.0, 10.0)),
                             learner="sgd", epochs=20)
     assert sgd["learner"] == "sgd" and sgd["accuracy_mean"] > 70
     # --out: the folds are saved and read back; another learner is another set of folds
     out = tmp_path / "folds"
-    first = evaluate_features([str(tmp_path / "grid")], folds=5, repeats=1, c_grid=(0.1, 1.0, 10.0), out=out)
-    again = evaluate_features([str(tmp_path / "grid")], folds=5, repeats=1, c_grid=(0.1, 1.0, 10.0), out=out)
+    first = evaluate_features([str(tmp_path / "grid")], protocol, RunOptions(out=out))
+    again = evaluate_features([str(tmp_path / "grid")], protocol, RunOptions(out=out))
     assert first["fold_accuracies"] == res["fold_accuracies"] and first["resumed_folds"] == 0
     assert again["resumed_folds"] == 5 and again["fold_accuracies"] == res["fold_accuracies"]
-    other = evaluate_features([str(tmp_path / "grid")], folds=5, repeats=1, c_grid=(0.1, 1.0, 10.0), out=out,
-                              learner="sgd", epochs=2)
+    other = evaluate_features([str(tmp_path / "grid")], protocol, RunOptions(out=out), learner="sgd", epochs=2)
     assert other["resumed_folds"] == 0
+
+
+def test_feature_stores_take_no_other_task():
+    from gramdist.evaluation.linear import evaluate_features
+    from gramdist.evaluation.nested_cv import RunOptions
+
+    with pytest.raises(StoreError, match="linear classifier"):
+        evaluate_features(["nowhere.zarr"], options=RunOptions(task="regression"))
 
 
 def test_hashed_rows_give_the_gram_when_ids_do_not_collide(tmp_path, dataset_dir):
@@ -365,13 +375,14 @@ def test_hashed_rows_give_the_gram_when_ids_do_not_collide(tmp_path, dataset_dir
 
 def test_streamed_sgd_learns_a_large_lazy_collection(tmp_path):
     from gramdist.evaluation.linear import evaluate_features
+    from gramdist.evaluation.protocols import Protocol
 
     kw = {"n_graphs": 3000, "n_nodes": [15, 25], "avg_degree": 2.2, "n_labels": 6, "attr_dim": 0, "seed": 0,
           "label_bias": 0.3, "block_size": 1000}
     j = validate_job({"dataset": {"synthetic": kw}, "kernel": {"name": "wl", "h": 1},
                       "fit": {"sample_size": 100}, "gram": {"normalize": True}, "_job_name": "t"})
     featurize(j, tmp_path / "s.zarr", chunk_size=500)
-    res = evaluate_features([str(tmp_path / "s.zarr")], folds=2, repeats=1, inner_folds=2, c_grid=(1.0,),
+    res = evaluate_features([str(tmp_path / "s.zarr")], Protocol(folds=2, repeats=1, inner_folds=2, c_grid=(1.0,)),
                             learner="sgd", epochs=3)
     assert res["accuracy_mean"] > 80
 

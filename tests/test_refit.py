@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +11,8 @@ import pytest
 
 from gramdist.datasets import load_dataset
 from gramdist.errors import JobError
-from gramdist.evaluation.nested_cv import outer_fold, outer_splits, summarise
-from gramdist.evaluation.protocols import PROTOCOLS, HoldoutTask, get_protocol
+from gramdist.evaluation.nested_cv import Fold, FoldSetup, RunOptions, outer_fold, outer_splits, summarise
+from gramdist.evaluation.protocols import PROTOCOLS, HoldoutTask, Protocol, get_protocol
 from gramdist.evaluation.refit import RefitSource, evaluate_refit, refit_sources
 from gramdist.graphs import GraphBatch
 from gramdist.jobs import validate_job
@@ -82,25 +83,26 @@ def test_evaluate_refit_runs_resumes_and_matches_outer_fold(tmp_path):
                                           "grid": {"kernel.h": [1, 2]}, "_job_name": "g"}))
     assert [s.name for s in sources] == ["h-1", "h-2"]
     out = tmp_path / "folds"
-    res = evaluate_refit(sources, out=out, folds=4, repeats=2, inner_folds=3, c_grid=(0.1, 10.0))
+    protocol = Protocol(folds=4, repeats=2, inner_folds=3, c_grid=(0.1, 10.0))
+    res = evaluate_refit(sources, protocol, RunOptions(out=out))
     files = sorted(out.glob("fold-*.json"))
     assert len(files) == 8 and res["resumed_folds"] == 0 and res["refit"]
     # one fold by hand: outer_fold on the refitted sources gives the same accuracy and choice
     y = np.asarray(load_dataset(SYNTH).y)
-    r, f, tr, te, s = outer_splits(y, np.zeros(len(y), bool), 4, 2, 0)[5]
-    direct = outer_fold(tuple(sources), y, tr, te, (0.1, 10.0), 3, s)
+    fold = outer_splits(y, np.zeros(len(y), bool), Protocol(folds=4, repeats=2), seed=0)[5]
+    direct = outer_fold(FoldSetup(tuple(sources), y, protocol), fold)
     sel = res["selections"][5]
-    assert (sel["repeat"], sel["fold"]) == (r, f)
-    assert res["fold_accuracies"][r][f] == pytest.approx(direct["accuracy"] * 100, abs=1e-4)
+    assert (sel["repeat"], sel["fold"]) == (fold.repeat, fold.index)
+    assert res["fold_accuracies"][fold.repeat][fold.index] == pytest.approx(direct["accuracy"] * 100, abs=1e-4)
     assert (sel["store"], sel["C"]) == (direct["store"], direct["C"])
     # a rerun reads every fold; a lost fold is recomputed to the same result
-    again = evaluate_refit(sources, out=out, folds=4, repeats=2, inner_folds=3, c_grid=(0.1, 10.0))
+    again = evaluate_refit(sources, protocol, RunOptions(out=out))
     assert again["resumed_folds"] == 8 and again["fold_accuracies"] == res["fold_accuracies"]
     files[3].unlink()
-    third = evaluate_refit(sources, out=out, folds=4, repeats=2, inner_folds=3, c_grid=(0.1, 10.0))
+    third = evaluate_refit(sources, protocol, RunOptions(out=out))
     assert third["resumed_folds"] == 7 and third["fold_accuracies"] == res["fold_accuracies"]
     # another protocol is another set of folds, never mixed with these
-    other = evaluate_refit(sources, out=out, folds=4, repeats=2, inner_folds=2, c_grid=(0.1, 10.0))
+    other = evaluate_refit(sources, replace(protocol, inner_folds=2), RunOptions(out=out))
     assert other["resumed_folds"] == 0 and len(list(out.glob("fold-*.json"))) == 16
     # options that leave the Gram as it is (tile size, kept embeddings) keep the saved folds;
     # a kernel parameter does not
@@ -109,8 +111,7 @@ def test_evaluate_refit_runs_resumes_and_matches_outer_fold(tmp_path):
                "gram": {"tile_size": 16, "normalize": False, **gram}, "grid": {"kernel.h": [1, 2]}}
         return refit_sources(validate_job(job, name="g"))
 
-    retiled = evaluate_refit(settings(tile_size=7, keep_embeddings=True), out=out, folds=4, repeats=2, inner_folds=3,
-                             c_grid=(0.1, 10.0))
+    retiled = evaluate_refit(settings(tile_size=7, keep_embeddings=True), protocol, RunOptions(out=out))
     assert retiled["resumed_folds"] == 8 and retiled["fold_accuracies"] == res["fold_accuracies"]
     assert settings(normalize=True)[0].digest() != sources[0].digest() != settings()[1].digest()
     # a kernel parameter left at its default is in the key: a changed default is a changed key
@@ -121,7 +122,8 @@ def test_evaluate_refit_runs_resumes_and_matches_outer_fold(tmp_path):
 
 
 def test_refit_with_random_test_splits():
-    res = evaluate_refit(refit_sources(dm_job()), folds=1, repeats=3, inner_folds=3, c_grid=(1.0,), test_size=0.25)
+    res = evaluate_refit(refit_sources(dm_job()), Protocol(folds=1, repeats=3, inner_folds=3, c_grid=(1.0,),
+                                                           test_size=0.25))
     assert res["folds"] == 1 and np.array(res["fold_accuracies"]).shape == (3, 1)
     assert res["accuracy_std_sample"] == pytest.approx(np.std(np.ravel(res["fold_accuracies"]), ddof=1), abs=1e-3)
 
@@ -130,11 +132,11 @@ def test_refit_on_a_dask_cluster_gives_the_inline_figures(tmp_path):
     from distributed import Client, LocalCluster
 
     sources = refit_sources(dm_job())
-    inline = evaluate_refit(sources, folds=3, repeats=1, inner_folds=3, c_grid=(1.0,))
+    protocol = Protocol(folds=3, repeats=1, inner_folds=3, c_grid=(1.0,))
+    inline = evaluate_refit(sources, protocol)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cl, \
             Client(cl) as client:
-        dist = evaluate_refit(sources, out=tmp_path / "f", folds=3, repeats=1, inner_folds=3, c_grid=(1.0,),
-                              client=client)
+        dist = evaluate_refit(sources, protocol, RunOptions(out=tmp_path / "f", client=client))
     assert dist["fold_accuracies"] == inline["fold_accuracies"]
 
 
@@ -155,7 +157,7 @@ def test_fit_free_kernel_reuses_one_gram_across_folds(monkeypatch):
 
     monkeypatch.setattr(plan_module, "plan_gram", counting)
     y = np.asarray(load_dataset(SYNTH).y)
-    blocks = [src.blocks(tr, te) for _, _, tr, te, _ in outer_splits(y, np.zeros(40, bool), 4, 1, 0)]
+    blocks = [src.blocks(f.train, f.test) for f in outer_splits(y, np.zeros(40, bool), Protocol(folds=4, repeats=1))]
     # four fits on training parts (plans of 30 graphs) and one Gram of all 40 graphs
     assert computed.count(40) == 1 and len(computed) == 5
     assert len(blocks) == 4
@@ -214,11 +216,12 @@ def test_holdout_task_validates_on_one_tenth_of_the_training_part():
 
 def test_random_test_split_protocol():
     y = np.repeat([0, 1, 2], [30, 40, 30])
-    jobs = outer_splits(y, np.zeros(100, bool), folds=1, repeats=10, seed=0, test_size=0.2)
-    assert len(jobs) == 10
+    folds = outer_splits(y, np.zeros(100, bool), Protocol(folds=1, repeats=10, test_size=0.2), seed=0)
+    assert len(folds) == 10
     tests = []
-    for _, f, tr, te, _ in jobs:
-        assert f == 0 and len(te) == 20 and len(tr) == 80 and not np.intersect1d(tr, te).size
+    for fold in folds:
+        tr, te = fold.train, fold.test
+        assert fold.index == 0 and len(te) == 20 and len(tr) == 80 and not np.intersect1d(tr, te).size
         assert np.bincount(y[te]).tolist() == [6, 8, 6]  # stratified
         tests.append(tuple(te))
     assert len(set(tests)) == 10  # a fresh random split per repeat
@@ -226,8 +229,10 @@ def test_random_test_split_protocol():
 
 def test_spreads_of_the_summary():
     acc = np.array([[0.8, 0.9], [0.7, 0.7], [1.0, 0.8]])
-    jobs = [(r, f, None, None, 0) for r in range(3) for f in range(2)]
-    res = summarise([{"accuracy": a, "store": "s", "C": 1.0} for a in acc.ravel()], jobs, 3)
+    folds = [Fold(r, f, np.zeros(0, np.int64), np.zeros(0, np.int64), 0) for r in range(3) for f in range(2)]
+    res = summarise([{"accuracy": a, "store": "s", "C": 1.0} for a in acc.ravel()], folds, Protocol(folds=2, repeats=3))
+    assert (res["folds"], res["repeats"]) == (2, 3)
+    assert [(s["repeat"], s["fold"]) for s in res["selections"]] == [(f.repeat, f.index) for f in folds]
     per_repeat = np.array([0.85, 0.7, 0.9])
     assert res["accuracy_mean"] == pytest.approx(81.6666667)
     assert res["accuracy_std"] == pytest.approx(np.sqrt(((per_repeat - per_repeat.mean()) ** 2).mean()) * 100)

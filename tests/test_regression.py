@@ -15,7 +15,8 @@ from gramdist.engine.context import RunContext
 from gramdist.engine.placement import Placement
 from gramdist.errors import StoreError
 from gramdist.evaluation import RegressionTask, evaluate, evaluate_holdout, outer_fold
-from gramdist.evaluation.nested_cv import DEFAULT_C_GRID, Task
+from gramdist.evaluation.nested_cv import DEFAULT_C_GRID, Fold, FoldSetup, RunOptions, Task
+from gramdist.evaluation.protocols import HoldoutTask, Protocol, get_protocol
 from gramdist.evaluation.regression import is_continuous, resolve_task
 
 
@@ -45,6 +46,13 @@ def test_task_detection():
         resolve_task("classification", np.array([0.5, 1.0]))
     with pytest.raises(StoreError, match="learner must be one of"):
         RegressionTask(learner="lasso")
+    # a protocol's classification is its own task (one validation split for the power paper's)
+    power = get_protocol("power")
+    task, reason = resolve_task("auto", np.array([0, 1]), power)
+    assert isinstance(task, HoldoutTask) and task.params == power.c_grid and reason == "detected: integer labels"
+    with pytest.raises(StoreError, match="single validation split"):
+        resolve_task("regression", np.array([0, 1]), power)
+    assert resolve_task("regression", np.array([0, 1]), Protocol(c_grid=(1.0,)))[0].params == (1.0,)
 
 
 @pytest.mark.parametrize("learner", ["krr", "svr"])
@@ -70,7 +78,7 @@ def test_outer_fold_matches_scikit_learn_by_hand(learner):
     _, y, k = linear_data()
     train, test = np.arange(70), np.arange(70, 90)
     task = RegressionTask(DEFAULT_C_GRID, learner)
-    res = outer_fold((ArraySource(k),), y, train, test, DEFAULT_C_GRID, 5, 7, None, task)
+    res = outer_fold(FoldSetup((ArraySource(k),), y, Protocol(inner_folds=5), task), Fold(0, 0, train, test, 7))
 
     def model(c):
         reg = KernelRidge(kernel="precomputed", alpha=1 / c) if learner == "krr" else SVR(kernel="precomputed", C=c)
@@ -99,7 +107,7 @@ def test_evaluate_regression_keys_and_informative_store_wins(tmp_path):
     make_store(folder / "a-noise.zarr", noise @ noise.T, y)
     make_store(folder / "b-good.zarr", k, y)
     grid = (0.1, 1.0, 10.0)
-    res = evaluate([str(folder)], folds=5, repeats=2, seed=0, c_grid=grid, per_store=True)
+    res = evaluate([str(folder)], Protocol(folds=5, repeats=2, c_grid=grid), RunOptions(seed=0, per_store=True))
     assert res["task"] == "regression" and res["task_reason"] == "detected: non-integer targets"
     assert "accuracy_mean" not in res and np.array(res["fold_rmse"]).shape == (2, 5)
     assert res["r2_mean"] > 0.9 and res["rmse_mean"] < 0.5
@@ -109,7 +117,7 @@ def test_evaluate_regression_keys_and_informative_store_wins(tmp_path):
     # a store used alone with its own C: for the selected store, exactly the fold's figure
     for fold, per in zip(np.ravel(res["fold_rmse"]), res["per_store"]):
         assert per[1]["rmse"] == pytest.approx(fold, abs=1e-6) and per[0]["rmse"] > per[1]["rmse"]
-    again = evaluate([str(folder)], folds=5, repeats=2, seed=0, c_grid=grid)
+    again = evaluate([str(folder)], Protocol(folds=5, repeats=2, c_grid=grid), RunOptions(seed=0))
     assert again["fold_rmse"] == res["fold_rmse"]  # deterministic; per_store changes nothing
 
 
@@ -117,9 +125,9 @@ def test_regression_on_class_labels_when_asked_and_too_few_graphs(tmp_path):
     x, y, k = linear_data(n=30)
     ints = np.round(y).astype(np.int64)
     s = make_store(tmp_path / "s.zarr", k, ints)
-    assert evaluate([s], folds=3, repeats=1, task="regression")["task_reason"] == "asked"
+    assert evaluate([s], Protocol(folds=3, repeats=1), RunOptions(task="regression"))["task_reason"] == "asked"
     with pytest.raises(StoreError, match="only 30 graphs, fewer than --folds 31"):
-        evaluate([make_store(tmp_path / "f.zarr", k, y)], folds=31, repeats=1)
+        evaluate([make_store(tmp_path / "f.zarr", k, y)], Protocol(folds=31, repeats=1))
 
 
 def test_holdout_matches_a_hand_written_fit(tmp_path):
@@ -135,7 +143,7 @@ def test_holdout_matches_a_hand_written_fit(tmp_path):
     attrs = {k: dict(__import__('zarr').open_group(str(train), mode='r').attrs)[k] for k in ("gramdist_version", "tile_size", "dataset_checksum",
                                                               "kernel")}
     test = make_rect_store(tmp_path / "test.zarr", k_te, y[te], y[tr], attrs)
-    res = evaluate_holdout([train], [test], inner_folds=4, seed=2)
+    res = evaluate_holdout([train], [test], Protocol(inner_folds=4), RunOptions(seed=2))
 
     def model(c):
         return TransformedTargetRegressor(KernelRidge(kernel="precomputed", alpha=1 / c), transformer=StandardScaler())
@@ -165,7 +173,7 @@ def test_holdout_classification_scores_accuracy(tmp_path):
     attrs = {k: dict(__import__('zarr').open_group(str(train), mode='r').attrs)[k] for k in ("gramdist_version", "tile_size", "dataset_checksum",
                                                               "kernel")}
     test = make_rect_store(tmp_path / "test.zarr", x[te] @ x[tr].T, y[te], y[tr], attrs)
-    res = evaluate_holdout([train], [test], inner_folds=3, c_grid=(0.1, 1.0))
+    res = evaluate_holdout([train], [test], Protocol(inner_folds=3, c_grid=(0.1, 1.0)))
     pred = SVC(kernel="precomputed", C=res["C"]).fit(x[tr] @ x[tr].T, y[tr]).predict(x[te] @ x[tr].T)
     assert res["task"] == "classification" and res["accuracy"] == pytest.approx(100 * np.mean(pred == y[te]))
 

@@ -18,7 +18,9 @@ def toy_dataset(n: int, seed: int, name: str) -> GraphBatch:
     edges = [np.stack([np.arange(k - 1), np.arange(1, k)], 1) for k in sizes]  # paths
     labels = [rng.integers(0, 2, k) for k in sizes]
     y = np.array([int(lab.sum() * 2 > len(lab)) for lab in labels])  # majority label
-    return GraphBatch.from_graphs(edges, sizes, node_labels=labels, y=y, graph_ids=np.arange(n), name=name)
+    batch = GraphBatch.from_graphs(edges, sizes, node_labels=labels, y=y, graph_ids=np.arange(n))
+    batch.name = name
+    return batch
 
 
 class Loader:

@@ -94,7 +94,6 @@ def resolve_protocol(args: argparse.Namespace) -> Any:
     return replace(proto, **changes) if changes else proto
 
 
-
 def cmd_evaluate(args: argparse.Namespace) -> int:
     proto = resolve_protocol(args)
     if bool(args.stores) == bool(args.refit):
@@ -107,40 +106,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from gramdist.plotting import require_matplotlib
 
         require_matplotlib()  # before minutes of CV, not after
-    kwargs = proto.evaluate_kwargs()
-    inputs: Any = args.stores
-    if args.refit:
-        from gramdist.evaluation.refit import evaluate_refit, refit_sources
-        from gramdist.jobs import load_job
-
-        if args.combine or args.plot or args.task == "regression" or args.learner != "auto":
-            raise JobError("--refit evaluates a classification job with an SVC; --combine, --plot, --learner "
-                           "and --task regression are for stores")
-        inputs = refit_sources(load_job(args.refit, args.overrides))
-        evaluate = evaluate_refit
-    elif _feature_stores(args.stores):
-        from gramdist.evaluation.linear import evaluate_features
-
-        if args.learner in ("krr", "svr") or args.task == "regression" or args.combine or args.plot:
-            raise JobError("feature stores are evaluated by a linear classifier (--learner auto|svm|sgd); "
-                           "--task regression, --learner krr|svr, --combine and --plot are for Gram stores")
-        kwargs.pop("task")  # the linear model is the task
-        kwargs |= dict(learner=args.learner, epochs=args.epochs, hash_bits=args.hash_bits)
-        evaluate = evaluate_features
-    else:
-        from gramdist.evaluation import evaluate
-
-        if args.protocol == "default":
-            kwargs["task"] = args.task
-        elif args.task == "regression":
-            raise JobError(f"--protocol {args.protocol} is a paper's classification protocol; "
-                           "it does not apply to --task regression")
-        kwargs |= dict(learner=_gram_learner(args), per_store=bool(args.plot))
-        if args.combine:
-            from gramdist.evaluation.combine import evaluate_combined
-
-            evaluate = partial(evaluate_combined, steps=args.weight_steps)  # noqa: F811 - the combining protocol
-    evaluate = partial(evaluate, out=args.out)
+    evaluate, inputs, options = _evaluation(args, proto)
     from gramdist.engine.executor import DaskExecutor
     from gramdist.engine.placement import Placement
     from gramdist.jobs import ClusterSpec
@@ -149,13 +115,53 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                           cluster=apply_tls_arguments(ClusterSpec(n_workers=args.workers), args))
     with placement.executor(0) as ex:  # --workers 0: the folds run in this process
         client = ex.client if isinstance(ex, DaskExecutor) else None
-        result = evaluate(inputs, client=client, seed=args.seed, **kwargs)
+        result = evaluate(inputs, proto, replace(options, client=client))
     if args.plot:
         from gramdist.plotting import plot_evaluation
 
         plot_evaluation(result, args.plot)
     _report(args, proto, result)
     return 0
+
+
+def _evaluation(args: argparse.Namespace, proto: Any) -> tuple[Any, Any, Any]:
+    """``(evaluate, inputs, options)``: the evaluation function for the inputs the command
+    names (a job's settings, feature stores, Gram stores, a combination of them) and its
+    :class:`~gramdist.evaluation.nested_cv.RunOptions`."""
+    from gramdist.evaluation.nested_cv import RunOptions
+
+    options = RunOptions(seed=args.seed, out=args.out)
+    if args.refit:
+        from gramdist.evaluation.refit import evaluate_refit, refit_sources
+        from gramdist.jobs import load_job
+
+        if args.combine or args.plot or args.task == "regression" or args.learner != "auto":
+            raise JobError("--refit evaluates a classification job with an SVC; --combine, --plot, --learner "
+                           "and --task regression are for stores")
+        return evaluate_refit, refit_sources(load_job(args.refit, args.overrides)), options
+    if _feature_stores(args.stores):
+        from gramdist.evaluation.linear import evaluate_features
+
+        if args.learner in ("krr", "svr") or args.task == "regression" or args.combine or args.plot:
+            raise JobError("feature stores are evaluated by a linear classifier (--learner auto|svm|sgd); "
+                           "--task regression, --learner krr|svr, --combine and --plot are for Gram stores")
+        return (partial(evaluate_features, learner=args.learner, epochs=args.epochs, hash_bits=args.hash_bits),
+                args.stores, options)
+    from gramdist.evaluation import evaluate
+
+    if args.protocol == "default":
+        task: Any = args.task
+    elif args.task == "regression":
+        raise JobError(f"--protocol {args.protocol} is a paper's classification protocol; "
+                       "it does not apply to --task regression")
+    else:
+        task = proto.task()  # a paper's protocol: its classification, whatever the targets
+    options = replace(options, task=task, learner=_gram_learner(args), per_store=bool(args.plot))
+    if args.combine:
+        from gramdist.evaluation.combine import evaluate_combined
+
+        return partial(evaluate_combined, steps=args.weight_steps), args.stores, options
+    return evaluate, args.stores, options
 
 
 def _report(args: argparse.Namespace, proto: Any, result: dict[str, Any]) -> None:
@@ -216,8 +222,12 @@ def _holdout(args: argparse.Namespace, proto: Any) -> int:
 
     if args.plot or args.refit or args.combine or args.out:
         raise JobError("--test scores a fixed test set; --plot, --refit, --combine and --out are for the nested CV")
-    result = evaluate_holdout(args.stores, args.test, inner_folds=proto.inner_folds, seed=args.seed,
-                              c_grid=proto.c_grid, task=args.task, learner=_gram_learner(args))
+    from gramdist.evaluation.nested_cv import RunOptions
+
+    # --test has always selected by a full inner CV, also under a protocol with one validation split
+    selection = replace(proto, inner_holdout=False)
+    result = evaluate_holdout(args.stores, args.test, selection,
+                              RunOptions(seed=args.seed, task=args.task, learner=_gram_learner(args)))
     if args.json:
         print(json.dumps(result))
         return 0

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import inspect
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,14 +39,14 @@ import numpy as np
 
 from gramdist.datasets.nx import from_networkx, to_networkx
 from gramdist.datasets.resolve import dataset_search_path, resolve_dataset
-from gramdist.datasets.synthetic import make_synthetic
+from gramdist.datasets.synthetic import SyntheticSpec, make_synthetic
 from gramdist.datasets.tu import read_tu
 from gramdist.errors import DatasetError, JobError
 from gramdist.graphs import GraphBatch
 
 __all__ = [
-    "dataset_search_path", "dataset_source", "from_networkx", "load_dataset", "make_synthetic", "read_tu",
-    "resolve_dataset", "to_networkx",
+    "SyntheticSpec", "dataset_search_path", "dataset_source", "from_networkx", "load_dataset", "make_synthetic",
+    "read_tu", "resolve_dataset", "to_networkx",
 ]
 
 _SOURCES = ("name", "path", "synthetic", "smiles", "sdf")
@@ -206,7 +205,7 @@ def dataset_source(spec: Any) -> dict[str, Any] | None:
 def _synthetic(kwargs) -> GraphBatch:
     if not isinstance(kwargs, Mapping):
         raise JobError(f"dataset.synthetic: expected a mapping of make_synthetic arguments, got {kwargs!r}")
-    params = inspect.signature(make_synthetic).parameters
+    params = SyntheticSpec.keys()
     for key in kwargs:
         if key not in params:
             raise JobError(f"dataset.synthetic: unknown key {key!r} (allowed: {', '.join(params)})")

@@ -18,7 +18,6 @@ batch, without ever holding all graphs:
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.datasets.synthetic import make_synthetic, synthetic_block
+from gramdist.datasets.synthetic import SyntheticSpec, synthetic_block
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 
@@ -39,7 +38,8 @@ class LazySynthetic:
     Parameters
     ----------
     kwargs : dict
-        Arguments of :func:`~gramdist.datasets.make_synthetic`, ``block_size`` included.
+        Fields of :class:`~gramdist.datasets.synthetic.SyntheticSpec` (the arguments of
+        :func:`~gramdist.datasets.make_synthetic`), ``block_size`` included.
     limit : int, optional
         Keep only the first ``limit`` graphs.
     node_attributes : "all", "none" or list of int
@@ -56,8 +56,7 @@ class LazySynthetic:
         self.block_size = int(kw.pop("block_size"))
         self.n_total = int(kw.pop("n_graphs", 10))
         self.seed = int(kw.pop("seed", 0))
-        self.kwargs = {k: v.default for k, v in inspect.signature(make_synthetic).parameters.items()
-                       if k not in ("n_graphs", "seed", "block_size")} | kw
+        self.synthetic = SyntheticSpec(**kw, n_graphs=self.n_total, seed=self.seed, block_size=self.block_size)
         self.n_graphs = min(self.n_total, limit) if limit is not None else self.n_total
         self.node_attributes = node_attributes
         if self.block_size < 1 or self.n_total < 1:
@@ -77,7 +76,7 @@ class LazySynthetic:
 
     def spec(self) -> dict[str, Any]:
         """The arguments that determine the graphs (JSON)."""
-        kw = {k: list(v) if isinstance(v, tuple) else v for k, v in self.kwargs.items()}
+        kw = {k: list(v) if isinstance(v, tuple) else v for k, v in self.synthetic.draws().items()}
         return {"generator": "make_synthetic", "n_graphs": self.n_total, "block_size": self.block_size,
                 "seed": self.seed, "limit": self.n_graphs, "node_attributes": self.node_attributes, **kw}
 
@@ -88,8 +87,7 @@ class LazySynthetic:
     def _block(self, b: int) -> GraphBatch:
         from gramdist.datasets import _select_node_attributes
 
-        batch = synthetic_block(b, n_graphs=self.n_total, block_size=self.block_size, seed=self.seed,
-                                **self.kwargs)
+        batch = synthetic_block(self.synthetic, b)
         return _select_node_attributes(batch, self.node_attributes)
 
     def load(self, start: int, stop: int) -> GraphBatch:
@@ -159,7 +157,7 @@ def open_dataset(spec: Any) -> GraphBatch | LazySynthetic:
         unknown = [k for k in spec if k not in ("synthetic", "limit", "node_attributes")]
         if unknown:
             raise JobError(f"dataset: unknown key {unknown[0]!r} for a blocked synthetic dataset")
-        params = inspect.signature(make_synthetic).parameters
+        params = SyntheticSpec.keys()
         for key in spec["synthetic"]:
             if key not in params:
                 raise JobError(f"dataset.synthetic: unknown key {key!r} (allowed: {', '.join(params)})")

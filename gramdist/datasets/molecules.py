@@ -562,15 +562,16 @@ def molecules_to_batch(
     recs, name = _records(X, smiles_column, target)
     mols = _parse(recs)
     graphs = list(_graphs(recs, mols, opt))
-    return GraphBatch.from_graphs(
+    batch = GraphBatch.from_graphs(
         [g.edges for g in graphs],
         [len(g.node_labels) for g in graphs],
         node_labels=[g.node_labels for g in graphs],
         node_attrs=None if not (opt.partial_charges or opt.coordinates) else [g.node_attrs for g in graphs],
         edge_labels=[g.edge_labels for g in graphs],
         y=_targets(recs),
-        name=name,
     )
+    batch.name = name
+    return batch
 
 
 def molecules_to_networkx(

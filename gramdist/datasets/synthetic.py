@@ -18,6 +18,9 @@ a learnable task, ``attr_shift`` adds ``attr_shift * y`` to every node attribute
 Everything is drawn from ``np.random.default_rng(seed)`` with array-wide draws (no Python loop
 per graph), so the same arguments always give the same batch.
 
+The arguments are one :class:`SyntheticSpec` (``make_synthetic(spec)``, or its fields as
+keywords: ``make_synthetic(n_graphs=40, seed=7)``).
+
 Blocks (for collections too large for one process): with ``block_size`` set, graphs
 ``b*block_size .. (b+1)*block_size - 1`` are drawn as one batch from
 ``np.random.default_rng([seed, b])``, so any block can be generated alone, on any worker,
@@ -28,27 +31,22 @@ by :func:`synthetic_block` (what :class:`gramdist.datasets.lazy.LazySynthetic` d
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
 import numpy as np
 
 from gramdist.graphs import GraphBatch
 
-__all__ = ["make_synthetic", "synthetic_block"]
+__all__ = ["SyntheticSpec", "make_synthetic", "synthetic_block"]
 
 
-def make_synthetic(
-    n_graphs: int = 10,
-    n_nodes: int | tuple[int, int] = 200,
-    avg_degree: float = 5.0,
-    n_labels: int = 10,
-    attr_dim: int = 1,
-    seed: int = 0,
-    density: float | None = None,
-    n_classes: int = 2,
-    attr_shift: float = 0.0,
-    label_bias: float = 0.0,
-    block_size: int | None = None,
-) -> GraphBatch:
-    """Random undirected graphs with categorical and numerical node attributes (DM §5.1).
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """What decides a synthetic collection: the arguments of :func:`make_synthetic` (DM §5.1).
+
+    The same spec always makes the same graphs. Values are kept as given (a job's YAML
+    numbers stay ints or floats), and checked when graphs are drawn.
 
     Parameters
     ----------
@@ -76,6 +74,43 @@ def make_synthetic(
     block_size : int, optional
         Draw the graphs in independent blocks of this many (see the module docstring), so
         that :func:`synthetic_block` can generate any block alone.
+    """
+
+    n_graphs: int = 10
+    n_nodes: int | tuple[int, int] = 200
+    avg_degree: float = 5.0
+    n_labels: int = 10
+    attr_dim: int = 1
+    seed: int = 0
+    density: float | None = None
+    n_classes: int = 2
+    attr_shift: float = 0.0
+    label_bias: float = 0.0
+    block_size: int | None = None
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        """The field names, in order: the keys a job's ``dataset: {synthetic: {...}}`` takes."""
+        return tuple(f.name for f in fields(cls))
+
+    def draws(self) -> dict[str, Any]:
+        """The fields that shape each graph (all but ``n_graphs``, ``seed`` and ``block_size``),
+        as given."""
+        return {k: getattr(self, k) for k in self.keys() if k not in ("n_graphs", "seed", "block_size")}
+
+
+def make_synthetic(spec: SyntheticSpec | None = None, /, **params: Any) -> GraphBatch:
+    """Random undirected graphs with categorical and numerical node attributes (DM §5.1).
+
+    Parameters
+    ----------
+    spec : SyntheticSpec, optional
+        The collection; default ``SyntheticSpec()`` (the paper's defaults).
+    **params
+        Fields of :class:`SyntheticSpec` (``n_graphs``, ``n_nodes``, ``avg_degree``,
+        ``n_labels``, ``attr_dim``, ``seed``, ``density``, ``n_classes``, ``attr_shift``,
+        ``label_bias``, ``block_size``), replacing those of ``spec``:
+        ``make_synthetic(n_graphs=40, n_nodes=(5, 12), seed=7)``.
 
     Returns
     -------
@@ -88,80 +123,50 @@ def make_synthetic(
     ------
     ValueError
         On out-of-range arguments (more edges than a simple graph can hold, etc.).
+    TypeError
+        On a keyword that is not a field of :class:`SyntheticSpec`.
     """
-    if n_graphs < 1:
-        raise ValueError(f"n_graphs must be >= 1, got {n_graphs}")
-    kwargs = dict(n_nodes=n_nodes, avg_degree=avg_degree, n_labels=n_labels, attr_dim=attr_dim,
-                  density=density, n_classes=n_classes, attr_shift=attr_shift, label_bias=label_bias)
-    if block_size is not None:
-        if int(block_size) < 1:
-            raise ValueError(f"block_size must be >= 1, got {block_size}")
-        n_blocks = -(-n_graphs // int(block_size))
-        return GraphBatch.concat([synthetic_block(b, n_graphs=n_graphs, block_size=int(block_size), seed=seed,
-                                                  **kwargs) for b in range(n_blocks)], name="synthetic")
-    return _draw(np.random.default_rng(seed), n_graphs, **kwargs)
+    if spec is not None and not isinstance(spec, SyntheticSpec):
+        raise TypeError(f"make_synthetic takes a SyntheticSpec or its fields as keywords, got {spec!r}")
+    spec = replace(spec, **params) if spec is not None else SyntheticSpec(**params)
+    if spec.n_graphs < 1:
+        raise ValueError(f"n_graphs must be >= 1, got {spec.n_graphs}")
+    if spec.block_size is not None:
+        if int(spec.block_size) < 1:
+            raise ValueError(f"block_size must be >= 1, got {spec.block_size}")
+        blocked = replace(spec, block_size=int(spec.block_size))
+        n_blocks = -(-spec.n_graphs // blocked.block_size)
+        return GraphBatch.concat([synthetic_block(blocked, b) for b in range(n_blocks)], name="synthetic")
+    return _draw(np.random.default_rng(spec.seed), spec.n_graphs, spec)
 
 
-def synthetic_block(block: int, *, n_graphs: int, block_size: int, seed: int = 0, **kwargs) -> GraphBatch:
-    """Block ``block`` of ``make_synthetic(n_graphs=..., block_size=..., seed=..., **kwargs)``.
+def synthetic_block(spec: SyntheticSpec, block: int) -> GraphBatch:
+    """Block ``block`` of ``make_synthetic(spec)`` (``spec.block_size`` set).
 
     Graphs ``block*block_size`` up to ``min(n_graphs, (block+1)*block_size) - 1`` (their
     ``graph_ids``), drawn from ``np.random.default_rng([seed, block])``.
     """
-    start = block * block_size
-    if not 0 <= start < n_graphs:
-        raise ValueError(f"block {block} of {block_size} graphs is outside 0..{n_graphs - 1}")
-    batch = _draw(np.random.default_rng([seed, block]), min(block_size, n_graphs - start), **kwargs)
+    start = block * spec.block_size
+    if not 0 <= start < spec.n_graphs:
+        raise ValueError(f"block {block} of {spec.block_size} graphs is outside 0..{spec.n_graphs - 1}")
+    batch = _draw(np.random.default_rng([spec.seed, block]), min(spec.block_size, spec.n_graphs - start), spec)
     batch.graph_ids = batch.graph_ids + start
     return batch
 
 
-def _draw(rng: np.random.Generator, n_graphs: int, *, n_nodes: int | tuple[int, int], avg_degree: float,
-          n_labels: int, attr_dim: int, density: float | None, n_classes: int, attr_shift: float,
-          label_bias: float) -> GraphBatch:
-    """``n_graphs`` graphs drawn from ``rng`` (arguments as :func:`make_synthetic`'s)."""
-    if n_labels < 0 or attr_dim < 0 or n_classes < 1:
+def _draw(rng: np.random.Generator, n_graphs: int, spec: SyntheticSpec) -> GraphBatch:
+    """``n_graphs`` graphs drawn from ``rng`` as ``spec`` shapes them (its ``n_graphs``,
+    ``seed`` and ``block_size`` aside)."""
+    if spec.n_labels < 0 or spec.attr_dim < 0 or spec.n_classes < 1:
         raise ValueError("n_labels and attr_dim must be >= 0 and n_classes >= 1")
-    if not 0.0 <= label_bias <= 1.0:
-        raise ValueError(f"label_bias must be in [0, 1], got {label_bias}")
-
-    if isinstance(n_nodes, (tuple, list)):
-        lo, hi = (int(v) for v in n_nodes)
-        if not 1 <= lo <= hi:
-            raise ValueError(f"n_nodes range must satisfy 1 <= lo <= hi, got {n_nodes}")
-        sizes = rng.integers(lo, hi + 1, size=n_graphs)
-    else:
-        if int(n_nodes) < 1:
-            raise ValueError(f"n_nodes must be >= 1, got {n_nodes}")
-        sizes = np.full(n_graphs, int(n_nodes), dtype=np.int64)
-    max_edges = sizes * (sizes - 1) // 2
-    if density is not None:
-        if not 0.0 <= density <= 1.0:
-            raise ValueError(f"density must be in [0, 1], got {density}")
-        n_edges = np.rint(density * max_edges).astype(np.int64)
-    else:
-        if avg_degree < 0:
-            raise ValueError(f"avg_degree must be >= 0, got {avg_degree}")
-        n_edges = np.rint(avg_degree * sizes / 2).astype(np.int64)
-        if np.any(n_edges > max_edges):
-            raise ValueError(f"avg_degree {avg_degree} needs more edges than a simple graph of "
-                             f"{int(sizes[np.argmax(n_edges > max_edges)])} nodes holds")
-
-    y = rng.integers(0, n_classes, size=n_graphs)
+    if not 0.0 <= spec.label_bias <= 1.0:
+        raise ValueError(f"label_bias must be in [0, 1], got {spec.label_bias}")
+    sizes = _sizes(rng, n_graphs, spec.n_nodes)
+    n_edges = _edge_counts(sizes, spec)
+    y = rng.integers(0, spec.n_classes, size=n_graphs)
     edges, edge_counts = _random_simple_edges(rng, sizes, n_edges)
     node_offsets = np.concatenate([[0], np.cumsum(sizes)])
-    node_y = np.repeat(y, sizes)
-    n_total = int(node_offsets[-1])
-
-    node_labels = None
-    if n_labels:
-        node_labels = rng.integers(0, n_labels, size=n_total)
-        if label_bias:
-            biased = rng.random(n_total) < label_bias
-            node_labels[biased] = node_y[biased] % n_labels
-    node_attrs = None
-    if attr_dim:
-        node_attrs = rng.standard_normal((n_total, attr_dim)) + attr_shift * node_y[:, None]
+    node_labels, node_attrs = _node_data(rng, np.repeat(y, sizes), spec)
     return GraphBatch(
         node_offsets=node_offsets,
         edge_offsets=np.concatenate([[0], np.cumsum(edge_counts)]),
@@ -172,6 +177,51 @@ def _draw(rng: np.random.Generator, n_graphs: int, *, n_nodes: int | tuple[int, 
         graph_ids=np.arange(n_graphs, dtype=np.int64),
         name="synthetic",
     )
+
+
+def _sizes(rng: np.random.Generator, n_graphs: int, n_nodes: int | tuple[int, int]) -> np.ndarray:
+    """(n_graphs,) int64 nodes per graph: ``n_nodes``, or drawn uniformly from its range."""
+    if isinstance(n_nodes, (tuple, list)):
+        lo, hi = (int(v) for v in n_nodes)
+        if not 1 <= lo <= hi:
+            raise ValueError(f"n_nodes range must satisfy 1 <= lo <= hi, got {n_nodes}")
+        return rng.integers(lo, hi + 1, size=n_graphs)
+    if int(n_nodes) < 1:
+        raise ValueError(f"n_nodes must be >= 1, got {n_nodes}")
+    return np.full(n_graphs, int(n_nodes), dtype=np.int64)
+
+
+def _edge_counts(sizes: np.ndarray, spec: SyntheticSpec) -> np.ndarray:
+    """(G,) int64 edges per graph of (G,) ``sizes`` nodes, by ``spec.density`` or ``spec.avg_degree``."""
+    max_edges = sizes * (sizes - 1) // 2
+    if spec.density is not None:
+        if not 0.0 <= spec.density <= 1.0:
+            raise ValueError(f"density must be in [0, 1], got {spec.density}")
+        return np.rint(spec.density * max_edges).astype(np.int64)
+    if spec.avg_degree < 0:
+        raise ValueError(f"avg_degree must be >= 0, got {spec.avg_degree}")
+    n_edges = np.rint(spec.avg_degree * sizes / 2).astype(np.int64)
+    if np.any(n_edges > max_edges):
+        raise ValueError(f"avg_degree {spec.avg_degree} needs more edges than a simple graph of "
+                         f"{int(sizes[np.argmax(n_edges > max_edges)])} nodes holds")
+    return n_edges
+
+
+def _node_data(rng: np.random.Generator, node_y: np.ndarray, spec: SyntheticSpec
+               ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Node labels ((N,) int64) and attributes ((N, attr_dim) float64), each None when the spec
+    has none, for nodes whose graphs have the (N,) classes ``node_y``."""
+    n_total = len(node_y)
+    node_labels = None
+    if spec.n_labels:
+        node_labels = rng.integers(0, spec.n_labels, size=n_total)
+        if spec.label_bias:
+            biased = rng.random(n_total) < spec.label_bias
+            node_labels[biased] = node_y[biased] % spec.n_labels
+    node_attrs = None
+    if spec.attr_dim:
+        node_attrs = rng.standard_normal((n_total, spec.attr_dim)) + spec.attr_shift * node_y[:, None]
+    return node_labels, node_attrs
 
 
 def _random_simple_edges(

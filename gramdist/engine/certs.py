@@ -61,7 +61,7 @@ def write_certificates(folder: str | os.PathLike, *, clients: Iterable[str] = ("
     -------
     dict : file name -> path, for every file of the set (written now or kept).
     """
-    x509, hashes, serialization, ec, eku, oid = _crypto()
+    crypto = _crypto()
     if days < 1:
         raise GramdistError(f"--days must be at least 1, got {days}")
     names = [str(c) for c in clients]
@@ -75,38 +75,66 @@ def write_certificates(folder: str | os.PathLike, *, clients: Iterable[str] = ("
         os.chmod(out, 0o700)
     now = datetime.datetime.now(datetime.UTC)
     validity = (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days))
-    files: dict[str, Path] = {}
-
-    def write(name: str, cert: Any, key: Any) -> None:
-        key_path = out / f"{name}.key"
-        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption()))
-        os.chmod(key_path, 0o600)
-        (out / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-
-    def exists(name: str) -> bool:
-        return not force and (out / f"{name}.pem").exists() and (out / f"{name}.key").exists()
-
-    if exists("ca"):
-        ca_cert = x509.load_pem_x509_certificate((out / "ca.pem").read_bytes())
-        ca_key = serialization.load_pem_private_key((out / "ca.key").read_bytes(), password=None)
+    ca_validity = (validity[0], now + datetime.timedelta(days=max(days, 3650)))
+    if _kept(out, "ca", force):
+        ca = _read(crypto, out, "ca")
     else:
-        ca_key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(oid.COMMON_NAME, f"gramdist cluster CA ({socket.gethostname()})")])
-        ca_cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
-                   .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(validity[0]).not_valid_after(now + datetime.timedelta(days=max(days, 3650)))
-                   .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-                   .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                                content_commitment=False, key_encipherment=False,
-                                                data_encipherment=False, key_agreement=False,
-                                                encipher_only=False, decipher_only=False), critical=True)
-                   .sign(ca_key, hashes.SHA256()))
-        write("ca", ca_cert, ca_key)
-    files["ca.pem"], files["ca.key"] = out / "ca.pem", out / "ca.key"
+        ca = _new_ca(crypto, ca_validity)
+        _write(crypto, out, "ca", *ca)
+    files = {"ca.pem": out / "ca.pem", "ca.key": out / "ca.key"}
+    alt_names = _alt_names(crypto, hosts)
+    for name in (*SERVER_ROLES, *names):
+        if not _kept(out, name, force):
+            _write(crypto, out, name, *_new_certificate(crypto, name, ca, alt_names, validity))
+        files[f"{name}.pem"], files[f"{name}.key"] = out / f"{name}.pem", out / f"{name}.key"
+    return files
 
+
+def _kept(out: Path, name: str, force: bool) -> bool:
+    """Whether ``name``'s certificate and key exist and are kept (not ``force``)."""
+    return not force and (out / f"{name}.pem").exists() and (out / f"{name}.key").exists()
+
+
+def _read(crypto: Any, out: Path, name: str) -> tuple[Any, Any]:
+    """The certificate and private key ``name`` in ``out``."""
+    x509, _, serialization, *_ = crypto
+    return (x509.load_pem_x509_certificate((out / f"{name}.pem").read_bytes()),
+            serialization.load_pem_private_key((out / f"{name}.key").read_bytes(), password=None))
+
+
+def _write(crypto: Any, out: Path, name: str, cert: Any, key: Any) -> None:
+    """``name.key`` (created readable by its owner only) and ``name.pem`` in ``out``."""
+    serialization = crypto[2]
+    key_path = out / f"{name}.key"
+    fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    os.chmod(key_path, 0o600)
+    (out / f"{name}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _new_ca(crypto: Any, validity: tuple[datetime.datetime, datetime.datetime]) -> tuple[Any, Any]:
+    """A self-signed CA certificate (may sign end certificates only) and its new EC P-256 key."""
+    x509, hashes, _, ec, _, oid = crypto
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(oid.COMMON_NAME, f"gramdist cluster CA ({socket.gethostname()})")])
+    ca_cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(validity[0]).not_valid_after(validity[1])
+               .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                            content_commitment=False, key_encipherment=False,
+                                            data_encipherment=False, key_agreement=False,
+                                            encipher_only=False, decipher_only=False), critical=True)
+               .sign(ca_key, hashes.SHA256()))
+    return ca_cert, ca_key
+
+
+def _alt_names(crypto: Any, hosts: Iterable[str]) -> list[Any]:
+    """The subject alternative names of every certificate: this host's names, ``localhost``,
+    ``scheduler``, 127.0.0.1 and ``hosts``, each once."""
+    x509 = crypto[0]
     alt_names: list[Any] = []
     for host in ["localhost", "scheduler", socket.gethostname(), socket.getfqdn(), "127.0.0.1", *hosts]:
         try:
@@ -115,19 +143,23 @@ def write_certificates(folder: str | os.PathLike, *, clients: Iterable[str] = ("
             entry = x509.DNSName(host)
         if entry not in alt_names:
             alt_names.append(entry)
-    for name in (*SERVER_ROLES, *names):
-        if not exists(name):
-            key = ec.generate_private_key(ec.SECP256R1())
-            cert = (x509.CertificateBuilder()
-                    .subject_name(x509.Name([x509.NameAttribute(oid.COMMON_NAME, f"gramdist {name}")]))
-                    .issuer_name(ca_cert.subject).public_key(key.public_key())
-                    .serial_number(x509.random_serial_number())
-                    .not_valid_before(validity[0]).not_valid_after(validity[1])
-                    .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
-                    .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                    # every Dask peer is both a TLS server and a TLS client
-                    .add_extension(x509.ExtendedKeyUsage([eku.SERVER_AUTH, eku.CLIENT_AUTH]), critical=False)
-                    .sign(ca_key, hashes.SHA256()))
-            write(name, cert, key)
-        files[f"{name}.pem"], files[f"{name}.key"] = out / f"{name}.pem", out / f"{name}.key"
-    return files
+    return alt_names
+
+
+def _new_certificate(crypto: Any, name: str, ca: tuple[Any, Any], alt_names: list[Any],
+                     validity: tuple[datetime.datetime, datetime.datetime]) -> tuple[Any, Any]:
+    """A certificate for ``name`` signed by ``ca`` (certificate, key), and its new EC P-256 key."""
+    x509, hashes, _, ec, eku, oid = crypto
+    ca_cert, ca_key = ca
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(oid.COMMON_NAME, f"gramdist {name}")]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(validity[0]).not_valid_after(validity[1])
+            .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            # every Dask peer is both a TLS server and a TLS client
+            .add_extension(x509.ExtendedKeyUsage([eku.SERVER_AUTH, eku.CLIENT_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    return cert, key

@@ -2,10 +2,15 @@
 
 * ``nested_cv.py`` — :func:`evaluate`: repeated stratified k-fold nested CV of
   ``SVC(kernel="precomputed")`` over one or several stores, selecting (store, C) in the
-  inner CV; outer folds run as tasks on a Dask cluster. Its two extension points:
-  :class:`~gramdist.evaluation.nested_cv.GramSource` (where a candidate's Gram blocks come
-  from: a store, a weighted sum of stores, a kernel refitted per fold) and
-  :class:`~gramdist.evaluation.nested_cv.Task` (what is learned and how it is scored).
+  inner CV; outer folds run as tasks on a Dask cluster. Every evaluation takes two objects:
+  a :class:`~gramdist.evaluation.protocols.Protocol` (what is measured: folds, repeats,
+  inner CV, C grid) and :class:`~gramdist.evaluation.nested_cv.RunOptions` (how it runs:
+  seed, task, resume folder, cluster); each outer fold is a
+  :class:`~gramdist.evaluation.nested_cv.Fold` run under a
+  :class:`~gramdist.evaluation.nested_cv.FoldSetup` (what all folds share). Its two
+  extension points: :class:`~gramdist.evaluation.nested_cv.GramSource` (where a candidate's
+  Gram blocks come from: a store, a weighted sum of stores, a kernel refitted per fold) and
+  :class:`~gramdist.evaluation.tasks.Task` (what is learned and how it is scored).
 
 * ``regression.py`` — :class:`~gramdist.evaluation.regression.RegressionTask`: a continuous
   target (kernel ridge or SVR, RMSE and R²), and the choice of task (``"auto"`` detects it).
@@ -21,7 +26,10 @@ of its own here that reuses the fold machinery of ``nested_cv``:
 """
 
 from gramdist.evaluation.holdout import evaluate_holdout
-from gramdist.evaluation.nested_cv import evaluate, find_stores, outer_fold
+from gramdist.evaluation.nested_cv import Fold, FoldSetup, RunOptions, evaluate, find_stores, outer_fold
+from gramdist.evaluation.protocols import PROTOCOLS, Protocol, get_protocol
 from gramdist.evaluation.regression import RegressionTask
+from gramdist.evaluation.tasks import Task
 
-__all__ = ["RegressionTask", "evaluate", "evaluate_holdout", "find_stores", "outer_fold"]
+__all__ = ["PROTOCOLS", "Fold", "FoldSetup", "Protocol", "RegressionTask", "RunOptions", "Task", "evaluate",
+           "evaluate_holdout", "find_stores", "get_protocol", "outer_fold"]

@@ -43,7 +43,8 @@ from gramdist.engine.store import (
     store_version,
 )
 from gramdist.errors import StoreError
-from gramdist.evaluation.nested_cv import GramSource, check_compatible, evaluate, find_stores
+from gramdist.evaluation.nested_cv import GramSource, RunOptions, check_compatible, evaluate, find_stores
+from gramdist.evaluation.protocols import Protocol
 
 
 def weight_grid(n_kernels: int, steps: int) -> list[tuple[float, ...]]:
@@ -129,20 +130,33 @@ def describe(stores: tuple[str, ...], weights: tuple[float, ...]) -> str:
     return " + ".join(f"{w:.4g}*{Path(s).name}" for s, w in zip(stores, weights) if w)
 
 
-def evaluate_combined(stores: list[str], *, steps: int = 4, **kwargs: Any) -> dict[str, Any]:
+def evaluate_combined(stores: list[str], protocol: Protocol | None = None, options: RunOptions | None = None, *,
+                      steps: int = 4) -> dict[str, Any]:
     """Nested CV selecting a convex combination of the stores (from :func:`weight_grid`) and C
-    in the inner CV; the other arguments are :func:`~gramdist.evaluation.nested_cv.evaluate`'s.
+    in the inner CV.
 
-    The result is ``evaluate``'s, with ``weight_grid`` (the candidates), ``weights`` (per
-    outer fold, the weights selected, in the order of ``stores``) and ``weights_chosen``
-    (each distinct weight vector with how many outer folds selected it, most often first).
+    Parameters
+    ----------
+    stores : list of str
+        Complete square stores over the same graphs (or folders of them).
+    protocol, options : Protocol, RunOptions, optional
+        As :func:`~gramdist.evaluation.nested_cv.evaluate`'s.
+    steps : int
+        The weights are multiples of ``1 / steps``.
+
+    Returns
+    -------
+    dict
+        ``evaluate``'s, with ``weight_grid`` (the candidates), ``weights`` (per outer fold,
+        the weights selected, in the order of ``stores``) and ``weights_chosen`` (each distinct
+        weight vector with how many outer folds selected it, most often first).
     """
     stores = find_stores(stores)
     check_compatible(stores)
     grid = weight_grid(len(stores), steps)
     sources = [CombinedSource(tuple(stores), w) for w in grid]
     by_name = {s.name: s.weights for s in sources}
-    result = evaluate(stores, candidates=sources, **kwargs)
+    result = evaluate(stores, protocol, options, candidates=sources)
     weights = [list(by_name[sel["store"]]) for sel in result["selections"]]
     for sel, w in zip(result["selections"], weights):
         sel["weights"] = w

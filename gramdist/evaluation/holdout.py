@@ -6,8 +6,9 @@ section, the rectangular K(test, train) store, the kernel fitted on the same tra
 :func:`evaluate_holdout` then selects (store, C) by a ``inner_folds``-fold CV on the training
 graphs only, refits on all of them and scores the test graphs once.
 
-It reuses :func:`~gramdist.evaluation.nested_cv.outer_fold` unchanged: the training and test
-graphs are numbered ``0..n_train-1`` and ``n_train..n_train+n_test-1``, and a
+It reuses :func:`~gramdist.evaluation.nested_cv.outer_fold` unchanged: one
+:class:`~gramdist.evaluation.nested_cv.Fold` whose training and test graphs are numbered
+``0..n_train-1`` and ``n_train..n_train+n_test-1``, and a
 :class:`HoldoutSource` (a :class:`~gramdist.evaluation.nested_cv.GramSource`) serves the
 training block from the square store and the test block from the rectangular one.
 
@@ -28,13 +29,15 @@ import numpy as np
 from gramdist.engine.store import GramStore, open_gram
 from gramdist.errors import StoreError
 from gramdist.evaluation.nested_cv import (
-    DEFAULT_C_GRID,
+    Fold,
+    FoldSetup,
     GramSource,
-    Task,
+    RunOptions,
     check_compatible,
     find_stores,
     outer_fold,
 )
+from gramdist.evaluation.protocols import Protocol
 
 
 class HoldoutSource(GramSource):
@@ -90,27 +93,34 @@ def check_pair(train: str, test: str) -> np.ndarray:
     return y
 
 
-def evaluate_holdout(
-    train_stores: list[str],
-    test_stores: list[str],
-    *,
-    inner_folds: int = 5,
-    seed: int = 0,
-    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
-    task: str | Task = "auto",
-    learner: str = "krr",
-) -> dict[str, Any]:
+def evaluate_holdout(train_stores: list[str], test_stores: list[str], protocol: Protocol | None = None,
+                     options: RunOptions | None = None) -> dict[str, Any]:
     """Select (store, C) by CV on the training graphs, refit, score the test graphs once.
+
+    Parameters
+    ----------
+    train_stores : list of str
+        Square K(train, train) stores (or folders of them).
+    test_stores : list of str
+        Their K(test, train) stores, one per training store (paired by name).
+    protocol : Protocol, optional
+        Its ``inner_folds`` and ``c_grid`` (and ``inner_holdout``) make the selection on the
+        training graphs; the outer split is the given test set. Default ``Protocol()``.
+    options : RunOptions, optional
+        ``seed`` (of the selection's splits), ``task``, ``learner``. Default ``RunOptions()``.
 
     Returns
     -------
-    dict with the task's scores on the test graphs (``accuracy`` in %, or ``rmse`` and
-    ``r2``), ``store`` and ``test_store`` (the chosen pair), ``C``, ``inner_score`` (the
-    selection CV's best mean score), ``train_graphs``, ``test_graphs``, ``inner_folds``,
-    ``c_grid``, ``stores`` (training stores), ``task``, ``task_reason``, ``task_learner``.
+    dict
+        The task's scores on the test graphs (``accuracy`` in %, or ``rmse`` and ``r2``),
+        ``store`` and ``test_store`` (the chosen pair), ``C``, ``inner_score`` (the selection
+        CV's best mean score), ``train_graphs``, ``test_graphs``, ``inner_folds``, ``c_grid``,
+        ``stores`` (training stores), ``task``, ``task_reason``, ``task_learner``.
     """
     from gramdist.evaluation.regression import resolve_task
 
+    protocol = protocol or Protocol()
+    options = options or RunOptions()
     train_stores = find_stores(train_stores)
     pairs = pair_stores(train_stores, find_stores(test_stores))
     y_train, _ = check_compatible(train_stores)
@@ -118,17 +128,16 @@ def evaluate_holdout(
     y_test = tests[0]
     if any(not np.array_equal(t, y_test) for t in tests[1:]):
         raise StoreError("--test: the test stores hold different test graphs")
-    task, reason = resolve_task(task, np.concatenate([y_train, y_test]), tuple(c_grid), learner)
-    n_train, n_test = len(y_train), len(y_test)
-    sources = tuple(HoldoutSource(a, b, n_train) for a, b in pairs)
     y = np.concatenate([y_train, y_test])
-    res = outer_fold(sources, y, np.arange(n_train), n_train + np.arange(n_test), tuple(c_grid),
-                     inner_folds, seed, None, task)
+    task, reason = resolve_task(options.task, y, protocol, options.learner)
+    n_train, n_test = len(y_train), len(y_test)
+    setup = FoldSetup(tuple(HoldoutSource(a, b, n_train) for a, b in pairs), y, protocol, task)
+    res = outer_fold(setup, Fold(0, 0, np.arange(n_train), n_train + np.arange(n_test), options.seed))
     scores = {k: res[k] for k in ("accuracy", "rmse", "r2") if k in res}
     if "accuracy" in scores:
         scores["accuracy"] *= 100
     chosen = dict(pairs)[res["store"]]
     return {**scores, "store": res["store"], "test_store": chosen, "C": res["C"], "inner_score": res["inner_score"],
-            "train_graphs": n_train, "test_graphs": n_test, "inner_folds": inner_folds, "c_grid": list(c_grid),
-            "stores": [os.fspath(s) for s in train_stores], "task": task.name, "task_reason": reason,
-            "task_learner": task.describe()}
+            "train_graphs": n_train, "test_graphs": n_test, "inner_folds": protocol.inner_folds,
+            "c_grid": list(protocol.c_grid), "stores": [os.fspath(s) for s in train_stores], "task": task.name,
+            "task_reason": reason, "task_learner": task.describe()}

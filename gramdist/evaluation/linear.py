@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -39,7 +40,9 @@ from sklearn.svm import LinearSVC
 
 from gramdist.engine.store import FeatureStore, is_feature_store, open_features
 from gramdist.errors import StoreError
-from gramdist.evaluation.nested_cv import DEFAULT_C_GRID, GramSource, Task, cross_validate, find_stores
+from gramdist.evaluation.nested_cv import GramSource, RunOptions, cross_validate, find_stores
+from gramdist.evaluation.protocols import Protocol
+from gramdist.evaluation.tasks import DEFAULT_C_GRID, Task
 
 LEARNERS = ("auto", "svm", "sgd")
 #: bytes of rows (and the learner's copy of them) above which ``auto`` streams with SGD
@@ -300,21 +303,31 @@ def default_hash_bits(stores: list[str]) -> int:
     return int(min(20, max(10, math.ceil(math.log2(max(nnz, 2))))))
 
 
-def evaluate_features(stores: list[str], *, learner: str = "auto", epochs: int = 5, hash_bits: int | None = None,
-                      **protocol: Any) -> dict[str, Any]:
+def evaluate_features(stores: list[str], protocol: Protocol | None = None, options: RunOptions | None = None, *,
+                      learner: str = "auto", epochs: int = 5, hash_bits: int | None = None) -> dict[str, Any]:
     """Nested CV of a linear SVM on feature stores; :func:`nested_cv.cross_validate`'s protocol
     and dict, plus ``learner`` (``svm`` or ``sgd``, see the module docstring).
 
     Parameters
     ----------
-    stores : feature stores (or folders of them) over the same graphs; several are selected
+    stores : list of str
+        Feature stores (or folders of them) over the same graphs; several are selected
         between in the inner CV, as Gram stores are.
-    learner : ``auto``, ``svm`` or ``sgd``.
-    epochs, hash_bits : of the streamed ``sgd`` learner; ``hash_bits`` None: enough columns for
-        the store's non-zeros, from 2^10 to 2^20 (:func:`default_hash_bits`).
-    protocol : ``folds``, ``repeats``, ``seed``, ``inner_folds``, ``c_grid``, ``client``, as
-        :func:`gramdist.evaluation.nested_cv.cross_validate`.
+    protocol : Protocol, optional
+        Folds, repeats, inner CV and C grid, as for Gram stores (default ``Protocol()``). The
+        inner selection is a k-fold CV of the linear learner: ``inner_holdout`` does not apply.
+    options : RunOptions, optional
+        ``seed`` (also the learner's), ``out``, ``client``; the task is the linear learner's
+        classification (``task`` may only be ``"auto"`` or ``"classification"``).
+    learner : {"auto", "svm", "sgd"}
+    epochs, hash_bits : int
+        Of the streamed ``sgd`` learner; ``hash_bits`` None: enough columns for the store's
+        non-zeros, from 2^10 to 2^20 (:func:`default_hash_bits`).
     """
+    protocol = protocol or Protocol()
+    options = options or RunOptions()
+    if isinstance(options.task, Task) or options.task not in ("auto", "classification"):
+        raise StoreError("feature stores are evaluated by a linear classifier; the task is not an option")
     stores = find_feature_stores(stores)
     y, ids = check_compatible(stores)
     chosen = choose_learner(stores, learner)
@@ -323,6 +336,6 @@ def evaluate_features(stores: list[str], *, learner: str = "auto", epochs: int =
     source = StreamedSource if chosen == "sgd" else FeatureSource
     if hash_bits is None:
         hash_bits = default_hash_bits(stores)
-    c_grid = tuple(protocol.setdefault("c_grid", DEFAULT_C_GRID))
-    task = LinearTask(c_grid, learner=chosen, epochs=epochs, hash_bits=hash_bits, seed=protocol.get("seed", 0))
-    return cross_validate([source(s) for s in stores], y, held, task=task, **protocol) | {"learner": chosen}
+    task = LinearTask(protocol.c_grid, learner=chosen, epochs=epochs, hash_bits=hash_bits, seed=options.seed)
+    return cross_validate([source(s) for s in stores], y, held, protocol, replace(options, task=task)) | {
+        "learner": chosen}

@@ -1,9 +1,10 @@
 """Nested cross-validation of ``SVC(kernel="precomputed")`` on one or several Gram stores.
 
-Protocol (the one the kernel papers use): for each of ``repeats`` repetitions, an outer
-stratified ``folds``-fold split (shuffled with seed ``seed + repeat``); on each outer training
-part, an inner stratified ``inner_folds``-fold CV selects the pair (store, C) with the best
-mean inner accuracy — so several stores of the same graphs (one kernel at several
+Protocol (the one the kernel papers use; a :class:`~gramdist.evaluation.protocols.Protocol`
+holds its numbers): for each of ``repeats`` repetitions, an outer stratified ``folds``-fold
+split (shuffled with seed ``seed + repeat``); on each outer training part, an inner
+stratified ``inner_folds``-fold CV selects the pair (store, C) with the best mean inner
+accuracy — so several stores of the same graphs (one kernel at several
 hyperparameter settings) are selected *inside* the training folds, never on test folds —
 then an SVC with that pair is refitted on the whole outer training part and scored on the
 outer test fold. Ties go to the earlier store and the smaller C.
@@ -13,7 +14,14 @@ Reported: ``accuracy_mean`` (mean over all outer folds of all repeats), ``accura
 "10 × 10-fold CV"), and the per-fold selections. Outer folds run as tasks on a Dask cluster;
 each worker reads the Grams from the stores itself.
 
-Resume. With ``out`` (``gramdist evaluate --out DIR``) each outer fold's result is saved as a
+The objects: ``evaluate(stores, protocol, options)`` takes the
+:class:`~gramdist.evaluation.protocols.Protocol` (what is measured) and :class:`RunOptions`
+(how it runs: seed, task, resume folder, cluster). The protocol travels unchanged to the
+folds: every outer fold is ``outer_fold(setup, fold)``, a :class:`Fold` (its split and inner
+seed, from :func:`outer_splits`) under the :class:`FoldSetup` all folds share (candidates,
+labels, protocol, task, held graphs).
+
+Resume. With ``options.out`` (``gramdist evaluate --out DIR``) each outer fold's result is saved as a
 small JSON file as soon as the fold finishes, named by its repeat, its fold and a key of
 everything that decides it (the candidates' names and content digests, the labels, the C
 grid, the inner CV, the task, the split). A rerun reads the folds it finds and computes the
@@ -21,7 +29,7 @@ rest, so a 10 × 10-fold evaluation that runs for hours survives an interruption
 changed in between (an append, a rerun) has another digest, and its folds are recomputed.
 
 Regression. A continuous target (``y`` with a value that is not a whole number, or
-``task="regression"``) runs the same protocol with
+``RunOptions(task="regression")``) runs the same protocol with
 :class:`~gramdist.evaluation.regression.RegressionTask`: plain shuffled k-fold splits, kernel
 ridge or SVR, RMSE and R² (``rmse_mean``, ``r2_mean``, ...). A fixed train/test split given as
 two stores is :mod:`~gramdist.evaluation.holdout`.
@@ -44,6 +52,7 @@ import json
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -52,9 +61,9 @@ import numpy as np
 
 from gramdist.engine.store import GramStore, Location, is_gram_store, open_gram, open_store, store_version
 from gramdist.errors import StoreError
+from gramdist.evaluation.protocols import Protocol
+from gramdist.evaluation.tasks import DEFAULT_C_GRID, Task
 from gramdist.kernels.base import as_jsonable
-
-DEFAULT_C_GRID = tuple(10.0**k for k in range(-3, 4))
 
 
 def find_stores(paths: list[str], is_store: Callable[[Path], bool] | None = None, kind: str = "") -> list[str]:
@@ -140,6 +149,8 @@ class GramSource:
         return _load(self.name)
 
     def blocks(self, train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """K(train, train) of shape (n_train, n_train) and K(test, train) of shape (n_test, n_train),
+        for the (n_train,) and (n_test,) graph indices ``train`` and ``test``."""
         k = self.gram()
         return k[np.ix_(train, train)], k[np.ix_(test, train)]
 
@@ -160,115 +171,137 @@ def as_source(candidate: str | GramSource) -> GramSource:
     return candidate if isinstance(candidate, GramSource) else GramSource(str(candidate))
 
 
-class Task:
-    """What the nested CV learns and how it scores: here classification by an SVC.
+# ------------------------------------------------------------------------------ the objects
+@dataclass(frozen=True)
+class RunOptions:
+    """How one evaluation runs, beside the :class:`~gramdist.evaluation.protocols.Protocol`
+    that says what it measures; none of these changes the protocol.
 
-    ``params`` are the regularisation values the inner CV chooses from (C for the SVC);
-    ``model(param)`` is an estimator taking a precomputed Gram; ``inner_score`` is maximised
-    by the selection; ``outer_scores`` are reported per outer fold (the first is the headline).
+    Parameters
+    ----------
+    seed : int
+        Seeds the outer splits (repeat ``r`` is shuffled with ``seed + r``) and, through each
+        :class:`Fold`'s ``inner_seed``, the inner ones.
+    task : str or Task
+        ``"auto"`` (regression when a target is not a whole number, else the protocol's
+        classification task), ``"classification"``, ``"regression"``, or a :class:`Task`
+        used as given; see :func:`gramdist.evaluation.regression.resolve_task`.
+    learner : {"krr", "svr"}
+        The regression learner on a Gram (kernel ridge or SVR).
+    per_store : bool
+        Also score each candidate alone in every outer fold (result key ``per_store``, for
+        plots).
+    out : path, optional
+        Folder of the per-outer-fold results (:func:`fold_paths`): a fold found there is read,
+        not computed, so an interrupted evaluation resumes. None saves nothing.
+    client : distributed.Client, optional
+        Runs the outer folds as tasks on its cluster; None runs them in this process.
     """
 
-    name = "classification"
-
-    def __init__(self, params: tuple[float, ...] = DEFAULT_C_GRID) -> None:
-        self.params = tuple(params)
-
-    def model(self, param: float) -> Any:
-        from sklearn.svm import SVC
-
-        return SVC(kernel="precomputed", C=param)
-
-    def splitter(self, n_splits: int, seed: int) -> Any:
-        from sklearn.model_selection import StratifiedKFold
-
-        return StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
-
-    def inner_splitter(self, n_splits: int, seed: int) -> Any:
-        """The splits of the inner selection (by default the same kind as the outer ones)."""
-        return self.splitter(n_splits, seed)
-
-    def max_splits(self, y: np.ndarray) -> int:
-        """The most folds ``y`` allows (each class in every fold)."""
-        return int(np.bincount(_codes(y)).min())
-
-    def outer_limit(self, y: np.ndarray, free: np.ndarray) -> int:
-        """The most outer folds over the graphs ``free`` (every class of ``y`` in every fold)."""
-        return int(np.bincount(_codes(y)[free], minlength=len(np.unique(y))).min())
-
-    def too_few(self, limit: int, why: str, folds: int) -> str:
-        """The error when ``y`` allows only ``limit`` < ``folds`` outer folds."""
-        return f"the smallest class has {limit} graphs{why}, fewer than --folds {folds}"
-
-    def inner_score(self, y_true: np.ndarray, y_pred: np.ndarray) -> float:
-        return float(np.mean(y_pred == y_true))
-
-    def outer_scores(self, y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
-        return {"accuracy": float(np.mean(y_pred == y_true))}
-
-    def summarise(self, fold_scores: list[dict[str, float]], repeats: int, folds: int
-                  ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The headline figures and the per-fold tables of :func:`evaluate`'s result."""
-        acc = np.array([s["accuracy"] for s in fold_scores]).reshape(repeats, folds)
-        return accuracy_spreads(acc), {"fold_accuracies": (acc * 100).round(4).tolist()}
-
-    def describe(self) -> str:
-        return "SVC"
+    seed: int = 0
+    task: str | Task = "auto"
+    learner: str = "krr"
+    per_store: bool = False
+    out: str | os.PathLike | None = None
+    client: Any = None
 
 
-def accuracy_spreads(acc: np.ndarray) -> dict[str, float]:
-    """The mean accuracy and its spreads, in percent, from the (repeats, folds) accuracies.
+@dataclass(frozen=True, eq=False)
+class Fold:
+    """One outer fold of a nested CV: its place, its split and the seed of its inner CV.
 
-    ``accuracy_std``: population standard deviation (ddof 0) of the per-repeat mean accuracies
-    (the figure earlier REPRODUCTION rows quote); ``accuracy_std_sample``: the same with ddof 1
-    (the "standard deviation over the runs" of the papers); ``accuracy_se``: its standard
-    error over the repeats, ``accuracy_std_sample / sqrt(repeats)`` (what "standard errors"
-    over repeated CV quote); ``accuracy_fold_std``: sample standard deviation over all outer
-    folds (the only spread of a single repeat). NaN where undefined.
+    Parameters
+    ----------
+    repeat, index : int
+        The repetition and the fold within it (``selections``' ``repeat`` and ``fold``).
+    train, test : ndarray of shape (n_train,) and (n_test,), int
+        Sorted indices (into the labels) of the outer training part and of the test fold.
+    inner_seed : int
+        Seed of the inner splitter on ``train``.
     """
-    repeats = acc.shape[0]
-    per_repeat = acc.mean(axis=1)
-    sample = float(per_repeat.std(ddof=1) * 100) if repeats > 1 else float("nan")
-    return {
-        "accuracy_mean": float(acc.mean() * 100),
-        "accuracy_std": float(per_repeat.std() * 100),
-        "accuracy_std_sample": sample,
-        "accuracy_se": sample / float(np.sqrt(repeats)) if repeats > 1 else float("nan"),
-        "accuracy_fold_std": float(acc.std(ddof=1) * 100) if acc.size > 1 else float("nan"),
-    }
+
+    repeat: int
+    index: int
+    train: np.ndarray
+    test: np.ndarray
+    inner_seed: int
 
 
-def outer_fold(
-    stores: tuple[str | GramSource, ...],
-    y: np.ndarray,
-    train: np.ndarray,
-    test: np.ndarray,
-    c_grid: tuple[float, ...],
-    inner_folds: int,
-    inner_seed: int,
-    held: np.ndarray | None = None,
-    task: Task | None = None,
-    per_store: bool = False,
-) -> dict[str, Any]:
-    """Select (store, C) by inner CV on ``train``, refit, and score on ``test``.
+@dataclass(frozen=True, eq=False)
+class FoldSetup:
+    """What every outer fold of one nested CV shares: the candidates, the labels, the protocol
+    and the task. The folds of an evaluation are ``outer_fold(setup, fold)`` for each
+    :class:`Fold` of :func:`outer_splits`.
 
-    ``stores`` are store paths or :class:`GramSource` objects; ``c_grid`` the values of the
-    task's regularisation parameter (C). ``held`` (bool, one per graph): graphs that stay in
-    every inner training part and are never used for inner validation (the supervised-fit
-    graphs, see the module docstring). ``per_store``: also score every store on ``test`` with
-    its own inner-CV choice of C (result key ``per_store``: what each setting would give on
-    its own, for plots).
+    Parameters
+    ----------
+    candidates : tuple of GramSource or str
+        What the inner CV selects among (with C); store paths become :class:`GramSource` s.
+    y : ndarray of shape (n,)
+        Class labels (or regression targets) of all graphs.
+    protocol : Protocol
+        Its ``c_grid`` and ``inner_folds`` are what the inner CV uses.
+    task : Task, optional
+        Default: the protocol's classification task (:meth:`Protocol.task`).
+    held : ndarray of shape (n,), bool, optional
+        Graphs kept in every training part (outer and inner) and never validated or tested on
+        (the supervised-fit graphs, see the module docstring); default none.
+    per_store : bool
+        Also score each candidate alone on the test fold with its own inner-CV choice of C.
     """
-    task = task or Task(c_grid)
-    sources = [as_source(s) for s in stores]
-    y_tr = y[train]
-    fixed = np.flatnonzero(held[train]) if held is not None else np.zeros(0, np.int64)
-    free = np.setdiff1d(np.arange(len(train)), fixed)
-    n_splits = max(2, min(inner_folds, task.max_splits(y_tr[free])))
-    inner = [(np.sort(np.concatenate([fixed, free[a]])), free[b]) for a, b in
-             task.inner_splitter(n_splits, inner_seed).split(free, y_tr[free])]
+
+    candidates: tuple[GramSource, ...]
+    y: np.ndarray
+    protocol: Protocol = field(default_factory=Protocol)
+    task: Task | None = None
+    held: np.ndarray | None = None
+    per_store: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "candidates", tuple(as_source(c) for c in self.candidates))
+        if self.task is None:
+            object.__setattr__(self, "task", self.protocol.task())
+        if self.held is None:
+            object.__setattr__(self, "held", np.zeros(len(self.y), dtype=bool))
+
+    def key(self) -> str:
+        """What every saved fold depends on besides its split (the ``common`` of
+        :func:`fold_paths`): the candidates' names and :meth:`GramSource.digest`, the labels and
+        the held graphs, the C grid, the inner CV, the task and its settings."""
+        from gramdist.arrayops import digest_arrays
+
+        settings = {k: repr(v) for k, v in sorted(vars(self.task).items())}
+        return json.dumps({"sources": [[s.name, s.digest()] for s in self.candidates],
+                           "c_grid": list(self.protocol.c_grid), "inner_folds": self.protocol.inner_folds,
+                           "task": [type(self.task).__name__, settings], "per_store": self.per_store,
+                           "labels": digest_arrays({"y": np.asarray(self.y), "held": np.asarray(self.held)})},
+                          sort_keys=True)
+
+
+# ------------------------------------------------------------------------------ one fold
+def outer_fold(setup: FoldSetup, fold: Fold) -> dict[str, Any]:
+    """Select (candidate, C) by inner CV on ``fold.train``, refit, and score on ``fold.test``.
+
+    The inner CV is ``setup.protocol.inner_folds`` folds (fewer when a class is too small, at
+    least 2) of ``setup.task``'s inner splitter seeded with ``fold.inner_seed``, drawn over the
+    training graphs that are not ``setup.held``; the held ones join every inner training part.
+    Ties go to the earlier candidate and the smaller C.
+
+    Returns
+    -------
+    dict
+        The task's outer scores (``accuracy``, or ``rmse`` and ``r2``), ``score`` (the
+        headline), ``store`` (the chosen candidate's name), ``C``, ``inner_score`` (its mean
+        inner score; also as ``inner_accuracy``), and with ``setup.per_store`` ``per_store``:
+        per candidate, its scores alone with its own best C.
+    """
+    task, c_grid = setup.task, setup.protocol.c_grid
+    train, test = fold.train, fold.test
+    y_tr = setup.y[train]
+    inner = _inner_splits(setup, fold)
     best = (-np.inf, 0, c_grid[0])
     store_best = []
-    for s, source in enumerate(sources):
+    for s, source in enumerate(setup.candidates):
         k_tr, _ = source.blocks(train, test)
         mine = (-np.inf, c_grid[0])
         for c in c_grid:
@@ -283,68 +316,90 @@ def outer_fold(
                 mine = (score, c)
         store_best.append(mine)
     _, s, c = best
-    k_tr, k_te = sources[s].blocks(train, test)
-    model = task.model(c).fit(k_tr, y_tr)
-    scores = task.outer_scores(y[test], model.predict(k_te))
+    scores = _test_scores(setup, fold, setup.candidates[s], c)
     headline = next(iter(scores))
-    out = {**scores, "score": scores[headline], "store": sources[s].name, "C": c, "inner_accuracy": best[0],
-           "inner_score": best[0]}
-    if per_store:
-        out["per_store"] = [_score_alone(source, task, c_s, inner_s, y, train, test)
-                            for source, (inner_s, c_s) in zip(sources, store_best)]
+    out = {**scores, "score": scores[headline], "store": setup.candidates[s].name, "C": c,
+           "inner_accuracy": best[0], "inner_score": best[0]}
+    if setup.per_store:
+        out["per_store"] = [{"store": source.name, "C": c_s, "inner_score": inner_s,
+                             **_test_scores(setup, fold, source, c_s)}
+                            for source, (inner_s, c_s) in zip(setup.candidates, store_best)]
     return out
 
 
-def _score_alone(source: GramSource, task: Task, c: float, inner_score: float, y: np.ndarray,
-                 train: np.ndarray, test: np.ndarray) -> dict[str, Any]:
-    """One store refitted with its own best C and scored on the outer test graphs."""
-    k_tr, k_te = source.blocks(train, test)
-    scores = task.outer_scores(y[test], task.model(c).fit(k_tr, y[train]).predict(k_te))
-    return {"store": source.name, "C": c, "inner_score": inner_score, **scores}
+def _inner_splits(setup: FoldSetup, fold: Fold) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The inner (train, validation) splits of ``fold``: positions in ``fold.train``."""
+    y_tr = setup.y[fold.train]
+    fixed = np.flatnonzero(setup.held[fold.train])
+    free = np.setdiff1d(np.arange(len(fold.train)), fixed)
+    n_splits = max(2, min(setup.protocol.inner_folds, setup.task.max_splits(y_tr[free])))
+    return [(np.sort(np.concatenate([fixed, free[a]])), free[b]) for a, b in
+            setup.task.inner_splitter(n_splits, fold.inner_seed).split(free, y_tr[free])]
 
 
-def _codes(y: np.ndarray) -> np.ndarray:
-    return np.unique(y, return_inverse=True)[1]
+def _test_scores(setup: FoldSetup, fold: Fold, source: GramSource, c: float) -> dict[str, float]:
+    """``source`` with C = ``c`` refitted on the outer training part, scored on the test fold."""
+    k_tr, k_te = source.blocks(fold.train, fold.test)
+    model = setup.task.model(c).fit(k_tr, setup.y[fold.train])
+    return setup.task.outer_scores(setup.y[fold.test], model.predict(k_te))
 
 
-def outer_splits(y: np.ndarray, held: np.ndarray, folds: int, repeats: int, seed: int,
-                 test_size: float | None = None, task: Task | None = None
-                 ) -> list[tuple[int, int, np.ndarray, np.ndarray, int]]:
-    """The outer splits of a nested CV: ``(repeat, fold, train, test, inner_seed)`` tuples.
+# ------------------------------------------------------------------------------ the folds
+def outer_splits(y: np.ndarray, held: np.ndarray, protocol: Protocol, seed: int = 0,
+                 task: Task | None = None) -> list[Fold]:
+    """The outer folds of a nested CV under ``protocol``, repeat by repeat.
 
-    Each repeat ``r`` is the task's ``folds``-fold split (stratified for classification)
-    shuffled with seed ``seed + r``, or, with ``test_size`` (a fraction), one random split
-    holding out that fraction (stratified for classification; ``folds`` is then 1 per repeat).
-    The splits are drawn over the graphs not ``held``; the held graphs join every training
-    part (see the module docstring).
+    Each repeat ``r`` is the task's ``protocol.folds``-fold split (stratified for
+    classification) shuffled with seed ``seed + r``, or, with ``protocol.test_size`` (a
+    fraction), one random split holding out that fraction (stratified for classification; one
+    fold per repeat). The splits are drawn over the graphs not ``held``; the held graphs join
+    every training part (see the module docstring).
+
+    Parameters
+    ----------
+    y : ndarray of shape (n,)
+        Labels (or targets) of all graphs.
+    held : ndarray of shape (n,), bool
+        Graphs never tested.
+    protocol : Protocol
+    seed : int
+    task : Task, optional
+        Its splitter; default :class:`Task` (stratified k-fold).
+
+    Returns
+    -------
+    list of Fold
+        ``protocol.repeats`` times the folds of one repeat; fold ``f`` of repeat ``r`` has
+        ``inner_seed = seed + 1000 * (r + 1) + f``.
     """
     from sklearn.model_selection import ShuffleSplit, StratifiedShuffleSplit
 
     task = task or Task()
     free = np.flatnonzero(~held)
     fixed = np.flatnonzero(held)
-    jobs = []
-    for r in range(repeats):
-        if test_size is None:
-            splitter = task.splitter(folds, seed + r)
+    folds = []
+    for r in range(protocol.repeats):
+        if protocol.test_size is None:
+            splitter = task.splitter(protocol.folds, seed + r)
         elif task.name == "regression":
-            splitter = ShuffleSplit(n_splits=1, test_size=test_size, random_state=seed + r)
+            splitter = ShuffleSplit(n_splits=1, test_size=protocol.test_size, random_state=seed + r)
         else:
-            splitter = StratifiedShuffleSplit(n_splits=1, test_size=test_size, random_state=seed + r)
+            splitter = StratifiedShuffleSplit(n_splits=1, test_size=protocol.test_size, random_state=seed + r)
         for f, (train, test) in enumerate(splitter.split(np.zeros(len(free)), y[free])):
-            jobs.append((r, f, np.sort(np.concatenate([fixed, free[train]])), np.sort(free[test]),
-                         seed + 1000 * (r + 1) + f))
-    return jobs
+            folds.append(Fold(r, f, np.sort(np.concatenate([fixed, free[train]])), np.sort(free[test]),
+                              seed + 1000 * (r + 1) + f))
+    return folds
 
 
-def check_folds(y: np.ndarray, held: np.ndarray, folds: int, test_size: float | None = None,
-                task: Task | None = None) -> None:
-    """:class:`StoreError` if the testable graphs cannot fill the outer folds (for
-    classification: every class in every fold)."""
+def check_folds(y: np.ndarray, held: np.ndarray, protocol: Protocol, task: Task | None = None) -> None:
+    """:class:`StoreError` if the testable graphs (``~held``, (n,) bool) cannot fill the outer
+    folds of ``protocol`` (for classification: every class of the (n,) labels ``y`` in every
+    fold)."""
     task = task or Task()
-    if test_size is not None:
-        if not 0 < test_size < 1:
-            raise StoreError(f"the test fraction must lie in (0, 1), got {test_size}")
+    folds = protocol.folds
+    if protocol.test_size is not None:
+        if not 0 < protocol.test_size < 1:
+            raise StoreError(f"the test fraction must lie in (0, 1), got {protocol.test_size}")
         folds = 2  # every class needs a graph on both sides
     elif folds < 2:
         raise StoreError("--folds must be at least 2")
@@ -356,40 +411,28 @@ def check_folds(y: np.ndarray, held: np.ndarray, folds: int, test_size: float | 
         raise StoreError(task.too_few(limit, why, folds))
 
 
-def run_folds(fn: Any, args: list[tuple[Any, ...]], client: Any = None) -> list[dict[str, Any]]:
-    """``fn(*a)`` for every outer fold's arguments ``a``: tasks on ``client``'s cluster, or here."""
-    if client is None:
-        return [fn(*a) for a in args]
-    return client.gather([client.submit(fn, *a, pure=False) for a in args])
-
-
-def fold_paths(out: str | os.PathLike | None, common: str,
-               jobs: list[tuple[int, int, np.ndarray, np.ndarray, int]]) -> list[str | None]:
+def fold_paths(out: str | os.PathLike | None, common: str, folds: list[Fold]) -> list[str | None]:
     """Where each outer fold's result is saved: ``out/fold-rRR-fFF-<key>.json``, the key a hash
-    of ``common`` (what every fold's result depends on: the candidates and their digests, the
-    C grid, the inner CV, the task) and of the fold's own split and inner seed. ``out`` None:
-    nothing is saved."""
+    of ``common`` (what every fold's result depends on: :meth:`FoldSetup.key`) and of the
+    fold's own split and inner seed. ``out`` None: nothing is saved."""
     if out is None:
-        return [None] * len(jobs)
+        return [None] * len(folds)
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
         raise StoreError(f"{folder}: not a folder; --out names the folder of the per-fold results")
     folder.mkdir(parents=True, exist_ok=True)
     paths: list[str | None] = []
-    for r, f, train, test, inner_seed in jobs:
+    for fold in folds:
         h = hashlib.blake2b(digest_size=8)
         h.update(common.encode())
-        h.update(train.tobytes())
-        h.update(test.tobytes())
-        h.update(str(inner_seed).encode())
-        paths.append(str(folder / f"fold-r{r:02d}-f{f:02d}-{h.hexdigest()}.json"))
+        h.update(fold.train.tobytes())
+        h.update(fold.test.tobytes())
+        h.update(str(fold.inner_seed).encode())
+        paths.append(str(folder / f"fold-r{fold.repeat:02d}-f{fold.index:02d}-{h.hexdigest()}.json"))
     return paths
 
 
-def checkpointed_fold(path: str | None, stores: tuple[str | GramSource, ...], y: np.ndarray, train: np.ndarray,
-                      test: np.ndarray, c_grid: tuple[float, ...], inner_folds: int, inner_seed: int,
-                      held: np.ndarray | None = None, task: Task | None = None, per_store: bool = False
-                      ) -> dict[str, Any]:
+def checkpointed_fold(setup: FoldSetup, fold: Fold, path: str | None = None) -> dict[str, Any]:
     """:func:`outer_fold`, its result read from ``path`` if an earlier run finished the fold
     (``resumed: True``), else computed and saved there atomically, with ``seconds`` (the fold's
     time) and ``n_train``/``n_test``. ``path`` None: computed, not saved."""
@@ -397,9 +440,9 @@ def checkpointed_fold(path: str | None, stores: tuple[str | GramSource, ...], y:
         with open(path) as fh:
             return {**json.load(fh), "resumed": True}
     t0 = time.perf_counter()
-    res = as_jsonable(outer_fold(stores, y, train, test, c_grid, inner_folds, inner_seed, held, task, per_store))
+    res = as_jsonable(outer_fold(setup, fold))
     res["seconds"] = time.perf_counter() - t0
-    res["n_train"], res["n_test"] = int(len(train)), int(len(test))
+    res["n_train"], res["n_test"] = int(len(fold.train)), int(len(fold.test))
     if path:
         tmp = f"{path}.tmp-{os.getpid()}"
         with open(tmp, "w") as fh:
@@ -408,122 +451,44 @@ def checkpointed_fold(path: str | None, stores: tuple[str | GramSource, ...], y:
     return {**res, "resumed": False}
 
 
-def summarise(results: list[dict[str, Any]], jobs: list[tuple[int, int, np.ndarray, np.ndarray, int]],
-              repeats: int, task: Task | None = None, **protocol: Any) -> dict[str, Any]:
-    """The task's scores and their spreads over the outer folds of ``jobs`` (their
-    ``results``; see :meth:`Task.summarise`), the ``protocol`` keywords (``folds``,
-    ``inner_folds``, ``test_size``, ``c_grid``) recorded, and each fold's selection."""
+def run_folds(setup: FoldSetup, folds: list[Fold], paths: list[str | None], client: Any = None
+              ) -> list[dict[str, Any]]:
+    """:func:`checkpointed_fold` of every fold (saved at its path): tasks on ``client``'s
+    cluster, or here, in order."""
+    if client is None:
+        return [checkpointed_fold(setup, fold, path) for fold, path in zip(folds, paths)]
+    return client.gather([client.submit(checkpointed_fold, setup, fold, path, pure=False)
+                          for fold, path in zip(folds, paths)])
+
+
+def run_outer_folds(setup: FoldSetup, options: RunOptions) -> tuple[list[Fold], list[dict[str, Any]]]:
+    """Every outer fold of ``setup.protocol``: checked (:func:`check_folds`), drawn
+    (:func:`outer_splits` with ``options.seed``), read from or saved under ``options.out`` and
+    run on ``options.client``. Returns the folds and their results, in the same order."""
+    check_folds(setup.y, setup.held, setup.protocol, setup.task)
+    folds = outer_splits(setup.y, setup.held, setup.protocol, options.seed, setup.task)
+    paths = fold_paths(options.out, setup.key() if options.out else "", folds)
+    return folds, run_folds(setup, folds, paths, options.client)
+
+
+def summarise(results: list[dict[str, Any]], folds: list[Fold], protocol: Protocol,
+              task: Task | None = None) -> dict[str, Any]:
+    """The task's scores and their spreads over the outer ``folds`` (their ``results``; see
+    :meth:`Task.summarise`), the protocol recorded (``inner_folds``, ``test_size``, ``c_grid``,
+    ``folds``, ``repeats``), and each fold's selection."""
     task = task or Task()
-    per_repeat = len(results) // repeats
-    folds, test_size = protocol.pop("folds", per_repeat), protocol.get("test_size")
-    head, per_fold = task.summarise(results, repeats, per_repeat)
+    repeats = protocol.repeats
+    head, per_fold = task.summarise(results, repeats, len(results) // repeats)
     return {
-        **{k: (list(v) if k == "c_grid" else v) for k, v in protocol.items()},
-        "folds": folds if test_size is None else 1,
+        "inner_folds": protocol.inner_folds,
+        "test_size": protocol.test_size,
+        "c_grid": list(protocol.c_grid),
+        "folds": protocol.folds if protocol.test_size is None else 1,
         "repeats": repeats,
         **head,
         **per_fold,
-        "selections": [{"repeat": r, "fold": f, "store": res["store"], "C": res["C"]}
-                       for (r, f, *_), res in zip(jobs, results)],
-    }
-
-
-def evaluate(stores: list[str], **protocol: Any) -> dict[str, Any]:
-    """Nested CV accuracy of an SVC (or RMSE and R² of a regression) on the given stores; see
-    the module docstring.
-
-    ``stores``: paths of complete, square stores over the same graphs (grid outputs may be
-    given as their folder; see :func:`find_stores`); ``protocol``: the keyword arguments of
-    :func:`cross_validate` (``folds``, ``repeats``, ``seed``, ``inner_folds``, ``c_grid``,
-    ``test_size``, ``client``, ``task``, ``learner``, ``per_store``, ``candidates``). Returns
-    :func:`cross_validate`'s dict.
-    """
-    stores = find_stores(stores)
-    y, ids = check_compatible(stores)
-    held = np.isin(ids, supervised_graph_ids(stores))
-    return cross_validate(stores, y, held, **protocol)
-
-
-def cross_validate(
-    sources: list[str | GramSource],
-    y: np.ndarray,
-    held: np.ndarray,
-    *,
-    folds: int = 10,
-    repeats: int = 10,
-    seed: int = 0,
-    inner_folds: int = 5,
-    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
-    test_size: float | None = None,
-    client: Any = None,
-    task: str | Task = "auto",
-    learner: str = "krr",
-    per_store: bool = False,
-    candidates: list[GramSource] | None = None,
-    out: str | os.PathLike | None = None,
-) -> dict[str, Any]:
-    """Nested CV over candidate ``sources`` of the same graphs: accuracy of an SVC (or RMSE
-    and R² of a regression, or another :class:`Task`'s scores); see the module docstring.
-
-    Parameters
-    ----------
-    sources : store paths or :class:`GramSource` objects, selected between in the inner CV.
-    y : (N,) class labels (or targets).
-    held : (N,) bool, graphs kept in every training part and out of every test fold (the
-        supervised-fit graphs).
-    folds, repeats, seed : outer k-fold (stratified for classification), repeated with seeds
-        ``seed + r``.
-    inner_folds : folds of the inner CV that selects (source, C).
-    c_grid : candidate values of C.
-    test_size : instead of k folds, one random split per repeat testing this fraction of the
-        graphs (e.g. 0.2: the MLG paper's protocol); see :func:`outer_splits`.
-    client : a ``distributed.Client`` to run the outer folds on; ``None`` runs them in this
-        process (serially).
-    task : ``"auto"`` (regression when a target is not a whole number), ``"classification"``,
-        ``"regression"`` or a :class:`Task` (e.g. a paper's protocol, a linear model on feature
-        stores); see :mod:`gramdist.evaluation.regression`.
-    learner : the regression learner, ``"krr"`` or ``"svr"``.
-    per_store : also score each source alone in every outer fold (result key ``per_store``).
-    candidates : the :class:`GramSource` objects the inner CV selects among (with C), e.g.
-        weighted sums of the stores (:mod:`gramdist.evaluation.combine`); default: one per source.
-    out : folder of the per-outer-fold results (:func:`fold_paths`): a fold found there is read,
-        not computed, so an interrupted evaluation resumes. A fold's key covers the candidates'
-        :meth:`GramSource.digest` (an append or a rerun changes it), the labels, the C grid,
-        the inner CV and the task, and the split itself; None saves nothing.
-
-    Returns
-    -------
-    dict with ``accuracy_mean``, ``accuracy_std`` and the other spreads of
-    :meth:`Task.summarise` (regression: ``rmse_mean``, ``rmse_std``, ``r2_mean``, ``r2_std``),
-    ``folds``, ``repeats``, ``fold_accuracies`` ((repeats, folds) nested list; regression:
-    ``fold_rmse``, ``fold_r2``), ``selections``, ``stores``, ``supervised_fit_graphs`` (graphs
-    kept out of the test folds because a kernel fit used their labels), ``test_graphs``,
-    ``task`` and ``task_reason`` (why that task), ``resumed_folds`` (read from ``out``) and
-    ``fold_seconds`` (each fold's time when it was computed).
-    """
-    from gramdist.evaluation.regression import resolve_task
-
-    task, reason = resolve_task(task, y, tuple(c_grid), learner)
-    stores = list(sources)
-    check_folds(y, held, folds, test_size, task)
-    jobs = outer_splits(y, held, folds, repeats, seed, test_size, task)
-    chosen_from = tuple(as_source(c) for c in (candidates if candidates is not None else stores))
-    paths = fold_paths(out, fold_key(chosen_from, y, held, c_grid, inner_folds, task, per_store) if out else "", jobs)
-    args = [(path, chosen_from, y, tr, te, tuple(c_grid), inner_folds, s, held if held.any() else None, task, per_store)
-            for path, (_, _, tr, te, s) in zip(paths, jobs)]
-    results = run_folds(checkpointed_fold, args, client)
-    extra = {"per_store": [res["per_store"] for res in results]} if per_store else {}
-    return {
-        **summarise(results, jobs, repeats, task, folds=folds, inner_folds=inner_folds, test_size=test_size,
-                    c_grid=c_grid),
-        "supervised_fit_graphs": int(held.sum()),
-        "test_graphs": int((~held).sum()),
-        "stores": [as_source(s).name for s in stores],
-        "task": task.name,
-        "task_reason": reason,
-        "task_learner": task.describe(),
-        **resume_record(results),
-        **extra,
+        "selections": [{"repeat": fold.repeat, "fold": fold.index, "store": res["store"], "C": res["C"]}
+                       for fold, res in zip(folds, results)],
     }
 
 
@@ -534,14 +499,97 @@ def resume_record(results: list[dict[str, Any]]) -> dict[str, Any]:
             "fold_seconds": [float(r.get("seconds", float("nan"))) for r in results]}
 
 
-def fold_key(sources: tuple[GramSource, ...], y: np.ndarray, held: np.ndarray, c_grid: tuple[float, ...],
-             inner_folds: int, task: Task, per_store: bool = False) -> str:
-    """What every saved fold of a nested CV depends on besides its split (the ``common`` of
-    :func:`fold_paths`): the candidates' names and :meth:`GramSource.digest`, the labels and the
-    held graphs, the C grid, the inner CV, the task and its settings."""
-    from gramdist.arrayops import digest_arrays
+# ------------------------------------------------------------------------------ evaluations
+def evaluate(stores: list[str], protocol: Protocol | None = None, options: RunOptions | None = None, *,
+             candidates: list[GramSource] | None = None) -> dict[str, Any]:
+    """Nested CV accuracy of an SVC (or RMSE and R² of a regression) on the given stores; see
+    the module docstring.
 
-    settings = {k: repr(v) for k, v in sorted(vars(task).items())}
-    return json.dumps({"sources": [[s.name, s.digest()] for s in sources], "c_grid": list(c_grid),
-                       "inner_folds": inner_folds, "task": [type(task).__name__, settings], "per_store": per_store,
-                       "labels": digest_arrays({"y": np.asarray(y), "held": np.asarray(held)})}, sort_keys=True)
+    Parameters
+    ----------
+    stores : list of str
+        Paths of complete, square stores over the same graphs (grid outputs may be given as
+        their folder; see :func:`find_stores`).
+    protocol : Protocol, optional
+        Folds, repeats, inner CV, C grid; default ``Protocol()``.
+    options : RunOptions, optional
+        Seed, task, learner, per-store scores, resume folder, cluster; default ``RunOptions()``.
+    candidates : list of GramSource, optional
+        What the inner CV selects among instead of the stores themselves (e.g. weighted sums
+        of them, :mod:`gramdist.evaluation.combine`).
+
+    Returns
+    -------
+    dict
+        :func:`cross_validate`'s.
+    """
+    stores = find_stores(stores)
+    y, ids = check_compatible(stores)
+    held = np.isin(ids, supervised_graph_ids(stores))
+    return cross_validate(stores, y, held, protocol, options, candidates=candidates)
+
+
+def cross_validate(sources: list[str | GramSource], y: np.ndarray, held: np.ndarray,
+                   protocol: Protocol | None = None, options: RunOptions | None = None, *,
+                   candidates: list[GramSource] | None = None) -> dict[str, Any]:
+    """Nested CV over candidate ``sources`` of the same graphs: accuracy of an SVC (or RMSE
+    and R² of a regression, or another :class:`Task`'s scores); see the module docstring.
+
+    Parameters
+    ----------
+    sources : list of str or GramSource
+        Store paths or sources, selected between in the inner CV.
+    y : ndarray of shape (n,)
+        Class labels (or targets).
+    held : ndarray of shape (n,), bool
+        Graphs kept in every training part and out of every test fold (the supervised-fit
+        graphs).
+    protocol : Protocol, optional
+        What is measured (default ``Protocol()``); with ``test_size``, one random split per
+        repeat instead of k folds (see :func:`outer_splits`).
+    options : RunOptions, optional
+        How it runs (default ``RunOptions()``). A fold saved under ``options.out`` is keyed by
+        :meth:`FoldSetup.key` (the candidates' :meth:`GramSource.digest` — an append or a rerun
+        changes it —, the labels, the C grid, the inner CV, the task) and by its split.
+    candidates : list of GramSource, optional
+        The sources the inner CV selects among (with C), e.g. weighted sums of the stores
+        (:mod:`gramdist.evaluation.combine`); default: one per source.
+
+    Returns
+    -------
+    dict
+        ``accuracy_mean``, ``accuracy_std`` and the other spreads of :meth:`Task.summarise`
+        (regression: ``rmse_mean``, ``rmse_std``, ``r2_mean``, ``r2_std``), the protocol
+        (``folds``, ``repeats``, ``inner_folds``, ``test_size``, ``c_grid``),
+        ``fold_accuracies`` ((repeats, folds) nested list; regression: ``fold_rmse``,
+        ``fold_r2``), ``selections``, ``stores``, ``supervised_fit_graphs`` (graphs kept out of
+        the test folds because a kernel fit used their labels), ``test_graphs``, ``task`` and
+        ``task_reason`` (why that task), ``task_learner``, ``resumed_folds`` (read from
+        ``out``), ``fold_seconds`` (each fold's time when it was computed) and, with
+        ``per_store``, ``per_store``.
+    """
+    from gramdist.evaluation.regression import resolve_task
+
+    protocol = protocol or Protocol()
+    options = options or RunOptions()
+    task, reason = resolve_task(options.task, y, protocol, options.learner)
+    setup = FoldSetup(tuple(candidates if candidates is not None else sources), y, protocol, task, held,
+                      options.per_store)
+    folds, results = run_outer_folds(setup, options)
+    extra = {"per_store": [res["per_store"] for res in results]} if options.per_store else {}
+    return {
+        **summarise(results, folds, protocol, task),
+        "supervised_fit_graphs": int(held.sum()),
+        "test_graphs": int((~held).sum()),
+        "stores": [as_source(s).name for s in sources],
+        "task": task.name,
+        "task_reason": reason,
+        "task_learner": task.describe(),
+        **resume_record(results),
+        **extra,
+    }
+
+
+__all__ = ["DEFAULT_C_GRID", "Fold", "FoldSetup", "GramSource", "RunOptions", "Task", "check_folds",
+           "checkpointed_fold", "cross_validate", "evaluate", "find_stores", "fold_paths", "outer_fold",
+           "outer_splits", "run_folds", "run_outer_folds", "summarise"]

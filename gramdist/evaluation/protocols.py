@@ -1,4 +1,8 @@
-"""The evaluation protocols of the papers gramdist reproduces, as presets of the nested CV.
+"""What an evaluation measures (:class:`Protocol`), and the papers' protocols as presets.
+
+A :class:`Protocol` is the one object every evaluation function takes for its folds,
+repeats, inner CV and C grid (``evaluate(stores, protocol, options)``); it travels unchanged
+to the outer folds. The presets below are the protocols of the papers gramdist reproduces.
 
 Each paper measured its accuracies with its own protocol; the headline table of
 REPRODUCTION.md compares each published figure with gramdist *under that protocol*
@@ -55,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from gramdist.errors import JobError
-from gramdist.evaluation.nested_cv import DEFAULT_C_GRID, Task
+from gramdist.evaluation.tasks import DEFAULT_C_GRID, Task
 
 
 class HoldoutTask(Task):
@@ -84,14 +88,44 @@ class _FirstSplit:
 
 @dataclass(frozen=True)
 class Protocol:
-    """One paper's evaluation protocol; see the module docstring for the presets.
+    """What an evaluation measures: its outer splits, its inner selection and its C grid.
 
-    ``spread`` names the published spread: ``"std"`` (sample standard deviation of the
-    per-repeat accuracies), ``"se"`` (its standard error over the repeats) or ``"none"``.
+    One object for :func:`~gramdist.evaluation.nested_cv.evaluate` and every variant of it
+    (:func:`~gramdist.evaluation.refit.evaluate_refit`,
+    :func:`~gramdist.evaluation.linear.evaluate_features`,
+    :func:`~gramdist.evaluation.combine.evaluate_combined`,
+    :func:`~gramdist.evaluation.holdout.evaluate_holdout`), passed through to the outer folds
+    (:class:`~gramdist.evaluation.nested_cv.FoldSetup`). ``Protocol()`` is gramdist's default
+    (10 x stratified 10-fold, 5-fold inner CV, C in 10^-3..10^3); :data:`PROTOCOLS` holds the
+    papers' presets (see the module docstring), and ``dataclasses.replace`` changes a field.
+
+    Parameters
+    ----------
+    name, paper : str
+        The protocol's name (``--protocol``) and where it comes from.
+    folds : int
+        Outer folds per repeat (stratified for classification); 1 with ``test_size``.
+    repeats : int
+        Repetitions of the outer split; repeat ``r`` is shuffled with seed ``seed + r``.
+    inner_folds : int
+        Folds of the inner CV that selects (store, C) on each outer training part.
+    c_grid : tuple of float
+        The values of C (the task's regularisation) the inner CV chooses from.
+    test_size : float, optional
+        Instead of ``folds`` folds, one random split per repeat testing this fraction of the
+        graphs (the MLG paper's protocol).
+    inner_holdout : bool
+        Select on one validation split (the first fold of the inner split) instead of a full
+        inner CV (the power paper's protocol): :meth:`task` is then a :class:`HoldoutTask`.
+    spread : {"std", "se", "none"}
+        The published spread: sample standard deviation of the per-repeat accuracies, its
+        standard error over the repeats, or none (:meth:`spread_of`).
+    notes : tuple of str
+        Free-form remarks.
     """
 
-    name: str
-    paper: str
+    name: str = "custom"
+    paper: str = "user-defined"
     folds: int = 10
     repeats: int = 10
     inner_folds: int = 5
@@ -101,13 +135,13 @@ class Protocol:
     spread: str = "std"
     notes: tuple[str, ...] = field(default=())
 
-    def task(self) -> Task:
-        return HoldoutTask(self.c_grid) if self.inner_holdout else Task(self.c_grid)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "c_grid", tuple(self.c_grid))  # a list from YAML or a caller
 
-    def evaluate_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`gramdist.evaluation.nested_cv.evaluate` for this protocol."""
-        return {"folds": self.folds, "repeats": self.repeats, "inner_folds": self.inner_folds,
-                "c_grid": self.c_grid, "test_size": self.test_size, "task": self.task()}
+    def task(self) -> Task:
+        """The classification task of this protocol: an SVC selected by the inner CV, or on one
+        validation split with ``inner_holdout``."""
+        return HoldoutTask(self.c_grid) if self.inner_holdout else Task(self.c_grid)
 
     def spread_of(self, result: dict[str, Any]) -> tuple[float, str]:
         """The spread of ``result`` that matches the paper's, and its name."""

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from collections import OrderedDict
 from typing import Any
@@ -59,18 +58,15 @@ import numpy as np
 from gramdist.arrayops import digest_arrays
 from gramdist.errors import JobError, StoreError
 from gramdist.evaluation.nested_cv import (
-    DEFAULT_C_GRID,
+    FoldSetup,
     GramSource,
-    Task,
-    check_folds,
-    checkpointed_fold,
-    fold_key,
-    fold_paths,
-    outer_splits,
+    RunOptions,
     resume_record,
-    run_folds,
+    run_outer_folds,
     summarise,
 )
+from gramdist.evaluation.protocols import Protocol
+from gramdist.evaluation.tasks import Task
 from gramdist.graphs import GraphBatch
 
 #: Grams kept per worker process for reuse across folds with equal states
@@ -195,31 +191,30 @@ def refit_sources(job: Any) -> list[RefitSource]:
     return [RefitSource(name or base, sub) for name, sub in expand_grid(job)]
 
 
-def evaluate_refit(
-    sources: list[RefitSource],
-    *,
-    out: str | os.PathLike | None = None,
-    folds: int = 10,
-    repeats: int = 10,
-    seed: int = 0,
-    inner_folds: int = 5,
-    c_grid: tuple[float, ...] = DEFAULT_C_GRID,
-    test_size: float | None = None,
-    task: Task | None = None,
-    client: Any = None,
-) -> dict[str, Any]:
+def evaluate_refit(sources: list[RefitSource], protocol: Protocol | None = None,
+                   options: RunOptions | None = None) -> dict[str, Any]:
     """Nested CV with the kernel refitted on every outer training part; see the module docstring.
 
-    Parameters are those of :func:`gramdist.evaluation.nested_cv.evaluate`, with ``sources``
-    (the candidate settings, selected in the inner CV like stores) instead of stores, and
-    ``out``: the folder of the per-fold results (resume); None keeps nothing.
+    Parameters
+    ----------
+    sources : list of RefitSource
+        The candidate settings, selected in the inner CV like stores.
+    protocol : Protocol, optional
+        As :func:`gramdist.evaluation.nested_cv.evaluate`'s; default ``Protocol()``.
+    options : RunOptions, optional
+        ``seed``, ``out`` (the folder of the per-fold results: resume), ``client``,
+        ``per_store``; ``task`` is the protocol's classification task unless a :class:`Task`
+        is given (a refit is a classification). Default ``RunOptions()``.
 
     Returns
     -------
-    The dict of ``evaluate`` (``stores`` lists the settings), plus ``refit: True``,
-    ``resumed_folds`` (folds read from ``out``) and ``fold_seconds`` (per fold, as measured
-    when it was computed).
+    dict
+        The dict of ``evaluate`` (``stores`` lists the settings), plus ``refit: True``,
+        ``resumed_folds`` (folds read from ``out``) and ``fold_seconds`` (per fold, as measured
+        when it was computed).
     """
+    protocol = protocol or Protocol()
+    options = options or RunOptions()
     if not sources:
         raise JobError("--refit needs at least one kernel setting")
     graphs = sources[0].graphs()
@@ -228,23 +223,21 @@ def evaluate_refit(
             raise JobError(f"{s.name}: the settings of a refit must share one dataset")
     if graphs.y is None:
         raise JobError(f"{sources[0].name}: the dataset has no class labels")
+    if not isinstance(options.task, Task) and options.task not in ("auto", "classification"):
+        raise JobError(f"--refit evaluates a classification, not task {options.task!r}")
+    task = options.task if isinstance(options.task, Task) else protocol.task()
     y = np.asarray(graphs.y)
-    held = np.zeros(len(y), dtype=bool)
-    check_folds(y, held, folds, test_size, task)
-    jobs = outer_splits(y, held, folds, repeats, seed, test_size, task)
-    common = fold_key(tuple(sources), y, held, tuple(c_grid), inner_folds, task or Task(c_grid))
-    paths = fold_paths(out, common, jobs)
-    args = [(path, tuple(sources), y, tr, te, tuple(c_grid), inner_folds, s, None, task)
-            for path, (_, _, tr, te, s) in zip(paths, jobs)]
-    results = run_folds(checkpointed_fold, args, client)
+    setup = FoldSetup(tuple(sources), y, protocol, task, per_store=options.per_store)
+    folds, results = run_outer_folds(setup, options)
+    extra = {"per_store": [res["per_store"] for res in results]} if options.per_store else {}
     return {
-        **summarise(results, jobs, repeats, task, folds=folds, inner_folds=inner_folds, test_size=test_size,
-                    c_grid=c_grid),
+        **summarise(results, folds, protocol, task),
         "supervised_fit_graphs": 0,
         "test_graphs": int(len(y)),
         "stores": [s.name for s in sources],
         "refit": True,
         **resume_record(results),
+        **extra,
     }
 
 

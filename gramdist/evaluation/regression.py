@@ -1,6 +1,6 @@
 """Regression on Gram stores: a continuous target (a measured property) with the nested CV.
 
-:class:`RegressionTask` is the :class:`~gramdist.evaluation.nested_cv.Task` for a continuous
+:class:`RegressionTask` is the :class:`~gramdist.evaluation.tasks.Task` for a continuous
 ``y``; everything else — outer folds (plain, shuffled ``KFold`` instead of stratified), the
 inner CV that selects the store (kernel setting) and the regularisation, the refit — is the
 nested CV of :mod:`~gramdist.evaluation.nested_cv`.
@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from gramdist.errors import StoreError
-from gramdist.evaluation.nested_cv import DEFAULT_C_GRID, Task
+from gramdist.evaluation.protocols import Protocol
+from gramdist.evaluation.tasks import DEFAULT_C_GRID, Task
 
 LEARNERS = ("krr", "svr")
 TASKS = ("auto", "classification", "regression")
@@ -108,19 +109,42 @@ class RegressionTask(Task):
             " on the standardised target"
 
 
-def resolve_task(task: str | Task, y: np.ndarray, c_grid: tuple[float, ...] = DEFAULT_C_GRID,
+def resolve_task(task: str | Task, y: np.ndarray, protocol: Protocol | None = None,
                  learner: str = "krr") -> tuple[Task, str]:
-    """The task to run and why: ``(task, reason)``; ``task`` is a :class:`Task`, or one of
-    ``"auto"``, ``"classification"``, ``"regression"``."""
+    """The task to run and why.
+
+    Parameters
+    ----------
+    task : str or Task
+        A :class:`Task` (used as given), or one of ``"auto"``, ``"classification"``,
+        ``"regression"``.
+    y : ndarray of shape (n,)
+        The labels or targets; ``"auto"`` is regression when one is not a whole number.
+    protocol : Protocol, optional
+        Gives the C grid, and the classification task (:meth:`Protocol.task`: a full inner CV,
+        or one validation split); default ``Protocol()``.
+    learner : {"krr", "svr"}
+        The regression learner.
+
+    Returns
+    -------
+    (Task, str)
+        The task and the reason (``"given"``, ``"asked"``, ``"detected: ..."``).
+    """
     if isinstance(task, Task):
         return task, "given"
     if task not in TASKS:
         raise StoreError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
+    protocol = protocol or Protocol()
     continuous = is_continuous(y)
     if task == "classification" and continuous:
         raise StoreError("the targets are not class labels (some are not whole numbers); use --task regression")
     if task == "regression" or (task == "auto" and continuous):
-        return RegressionTask(c_grid, learner), ("asked" if task == "regression" else "detected: non-integer targets")
+        if protocol.inner_holdout:
+            raise StoreError(f"the {protocol.name} protocol's single validation split is for classification; "
+                             "it does not apply to a regression")
+        return (RegressionTask(protocol.c_grid, learner),
+                "asked" if task == "regression" else "detected: non-integer targets")
     if learner != "krr":
         raise StoreError("--learner is for regression; classification uses an SVC")
-    return Task(c_grid), ("asked" if task == "classification" else "detected: integer labels")
+    return protocol.task(), ("asked" if task == "classification" else "detected: integer labels")
