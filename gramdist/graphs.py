@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,6 +51,15 @@ class Graph:
     def adjacency(self) -> sp.csr_matrix:
         """Symmetric (n_nodes, n_nodes) CSR adjacency with unit weights."""
         return _symmetric_csr(self.edges, self.n_nodes)
+
+
+def _rows(values: Any, n: int) -> np.ndarray:
+    """``values`` as an (n, d) float64 array; an empty one keeps its width (NumPy cannot infer
+    ``-1`` from zero elements)."""
+    a = np.asarray(values, dtype=np.float64)
+    if a.size == 0:
+        return a.reshape(n, a.shape[-1] if a.ndim == 2 else 1)
+    return a.reshape(n, -1)
 
 
 @dataclass(eq=False)
@@ -80,9 +90,9 @@ class GraphBatch:
         if self.edge_labels is not None:
             self.edge_labels = np.asarray(self.edge_labels, dtype=np.int64)
         if self.node_attrs is not None:
-            self.node_attrs = np.asarray(self.node_attrs, dtype=np.float64).reshape(self.n_nodes, -1)
+            self.node_attrs = _rows(self.node_attrs, self.n_nodes)
         if self.edge_attrs is not None:
-            self.edge_attrs = np.asarray(self.edge_attrs, dtype=np.float64).reshape(self.n_edges, -1)
+            self.edge_attrs = _rows(self.edge_attrs, self.n_edges)
         if self.y is not None:
             self.y = np.asarray(self.y)
 

@@ -172,6 +172,16 @@ class Job:
         return self.replace(cluster=self.cluster.replace(**changes))
 
 
+def yaml_problem(exc: Exception) -> str:
+    """What PyYAML found wrong, on one line (its reader errors span two, with no ``problem``)."""
+    if getattr(exc, "problem", None):
+        return str(exc.problem)
+    if getattr(exc, "character", None) is not None:  # yaml.reader.ReaderError: a character YAML forbids
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        return f"character {code:#06x} at position {exc.position} is not allowed in YAML"
+    return " ".join(str(exc).split())
+
+
 def load_job(path: str | os.PathLike, overrides: list[str] | None = None) -> Job:
     """Read a job file, apply ``KEY=VALUE`` overrides, validate, and fill defaults.
 
@@ -190,7 +200,7 @@ def load_job(path: str | os.PathLike, overrides: list[str] | None = None) -> Job
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise JobError(f"{p}{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise JobError(f"{p}{where}: invalid YAML: {yaml_problem(exc)}") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -269,6 +279,8 @@ def validate_job(job: dict[str, Any] | Job, source: str = "job", name: str | Non
     job = copy.deepcopy(job)
     name = name if name is not None else job.get("_job_name")
     for section in job:
+        if not isinstance(section, str):
+            raise JobError(f"{source}: section names are words, got {section!r}")
         if section.startswith("_"):
             continue
         if section not in _SECTIONS:
@@ -280,7 +292,7 @@ def validate_job(job: dict[str, Any] | Job, source: str = "job", name: str | Non
         if not isinstance(value, dict):
             raise JobError(f"{source}: section {section!r} must be a mapping")
         for key, val in value.items():
-            if key not in schema:
+            if not isinstance(key, str) or key not in schema:
                 raise JobError(f"{source}: unknown key {section}.{key}; allowed: {', '.join(schema)}")
             types = schema[key]
             if not isinstance(val, types) or (isinstance(val, bool) and bool not in types):
@@ -293,8 +305,8 @@ def validate_job(job: dict[str, Any] | Job, source: str = "job", name: str | Non
     if "stream" not in job:
         if "dataset" not in job:
             raise JobError(f"{source}: missing section 'dataset'")
-        if not isinstance(job.get("kernel"), dict) or "name" not in job["kernel"]:
-            raise JobError(f"{source}: section 'kernel' must name a kernel (kernel.name)")
+        if not isinstance(job.get("kernel"), dict) or not isinstance(job["kernel"].get("name"), str):
+            raise JobError(f"{source}: section 'kernel' must name a kernel (kernel.name, a string)")
     gram = job["gram"]
     if gram["tile_size"] < 1:
         raise JobError(f"{source}: gram.tile_size must be >= 1, got {gram['tile_size']}")

@@ -239,18 +239,17 @@ def test_readers_during_a_commit_fail_in_one_line_and_the_next_append_finishes_i
     base, reference = base_and_reference(tmp_path, client, 24, 9, tile=8)
     from gramdist.engine.store import staging
 
-    real = staging.write_done_mask
+    real = staging._copy_array_files
 
-    def dies_after_the_chunks_moved(root, mask, checksums=None):
-        committing = (root.attrs.get("pending_append") or {}).get("state") == "committing"
-        if Path(staging.folder_of(root)).resolve() == base.resolve() and committing:
+    def dies_after_the_chunks_moved(source, target):
+        if Path(target).parent.resolve() == base.resolve():
             raise KeyboardInterrupt  # the process dies here
-        return real(root, mask, checksums)
+        return real(source, target)
 
-    monkeypatch.setattr(staging, "write_done_mask", dies_after_the_chunks_moved)
+    monkeypatch.setattr(staging, "_copy_array_files", dies_after_the_chunks_moved)
     with pytest.raises(KeyboardInterrupt):
         append(base, new_graphs(33, 24), placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
-    monkeypatch.setattr(staging, "write_done_mask", real)
+    monkeypatch.setattr(staging, "_copy_array_files", real)
     with pytest.raises(StoreError, match="is being committed; read it again in a moment"):
         open_gram(base)
     for args in (("evaluate", str(base), "--workers", "0", "--folds", "2", "--repeats", "1"), ("info", str(base))):

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from scipy.linalg import hadamard
 
+from gramdist.engine.context import RunContext
+from gramdist.engine.placement import Placement
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
@@ -165,8 +167,7 @@ def test_engine_and_job_file(mutag, tmp_path, dataset_dir):
     assert np.array_equal(k, ref[100:, :100])
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
                       silence_logs=logging.ERROR) as c, Client(c) as client:
-        res = run_job(load_job(ROOT / "jobs" / "mutag-hadamard.yaml"), out=str(tmp_path / "k.zarr"),
-                      client=client, progress=False, log=lambda m: None)
+        res = run_job(load_job(ROOT / "jobs" / "mutag-hadamard.yaml"), out=str(tmp_path / "k.zarr"), placement=Placement(client=client), context=RunContext(log=lambda m: None))
     assert res.complete and open_gram(tmp_path / "k.zarr")[0].shape == (188, 188)
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gramdist.engine.context import RunContext
+from gramdist.engine.placement import Placement
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
@@ -138,8 +140,7 @@ def test_engine_and_job_files(mutag, tmp_path, dataset_dir):
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
                       silence_logs=logging.ERROR) as c, Client(c) as client:
         for name in ("vertex_histogram", "edge_histogram"):
-            res = run_job(load_job(ROOT / "jobs" / f"mutag-{name}.yaml"), out=str(tmp_path / f"{name}.zarr"),
-                          client=client, progress=False, log=lambda m: None)
+            res = run_job(load_job(ROOT / "jobs" / f"mutag-{name}.yaml"), out=str(tmp_path / f"{name}.zarr"), placement=Placement(client=client), context=RunContext(log=lambda m: None))
             assert res.complete
             k, _ = open_gram(tmp_path / f"{name}.zarr")
             assert k.shape == (188, 188)

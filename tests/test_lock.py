@@ -75,7 +75,7 @@ def test_lock_of_another_host_is_stale_only_when_its_lease_ran_out(tmp_path):
 
 def test_a_detached_job_takes_over_its_own_lock_only_when_stale(tmp_path):
     store = tmp_path / "job.zarr"
-    _holder(store, host=socket.gethostname(), pid=os.getpid())  # alive, fresh: even the same job waits
+    _holder(store, host=socket.gethostname(), pid=os.getpid())  # alive, fresh: another job is refused
     with pytest.raises(lk.StoreBusyError):
         lk.StoreLock(store, job_id="abc").acquire()
     _holder(store, host=socket.gethostname(), pid=2**22 + 12345)  # its worker died
@@ -83,6 +83,22 @@ def test_a_detached_job_takes_over_its_own_lock_only_when_stale(tmp_path):
     with lk.StoreLock(store, job_id="abc", log=notes.append):
         assert lk.read_lock(store)["job_id"] == "abc"
     assert "is gone" in notes[0]
+
+
+def test_a_restarted_detached_job_waits_for_its_own_lock_to_go_stale(tmp_path, monkeypatch):
+    """Its orchestrator restarted on another worker before the old one is seen dead: the same
+    job waits (up to one lease) and takes over once the lease ran out; another job never waits."""
+    monkeypatch.setattr(lk, "STALE_SECONDS", 1.5)
+    store = tmp_path / "own.zarr"
+    lk.lock_file(store).write({"token": "x", "epoch": 2, "host": "elsewhere", "pid": 1, "since": time.time(),
+                               "job_id": "abc"})
+    lk.beat_file(store, "x").write({"token": "x", "heartbeat": time.time()})
+    with pytest.raises(lk.StoreBusyError):
+        lk.StoreLock(store, job_id="other").acquire()
+    notes, t = [], time.monotonic()
+    with lk.StoreLock(store, job_id="abc", log=notes.append) as mine:
+        assert mine.epoch == 3 and time.monotonic() - t >= 1.0
+    assert "no heartbeat for" in notes[0]
 
 
 def test_unreadable_locks_are_one_line_never_a_traceback(tmp_path):

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gramdist.engine.context import RunContext
+from gramdist.engine.placement import Placement
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
@@ -302,8 +304,7 @@ def test_engine_and_job_files(mutag, tmp_path, dataset_dir):
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
                       silence_logs=logging.ERROR) as c, Client(c) as client:
         for job, n in (("mutag-propagation.yaml", 188), ("enzymes-propagation_attr.yaml", 600)):
-            res = run_job(load_job(ROOT / "jobs" / job), out=str(tmp_path / f"{job}.zarr"), client=client,
-                          progress=False, log=lambda m: None)
+            res = run_job(load_job(ROOT / "jobs" / job), out=str(tmp_path / f"{job}.zarr"), placement=Placement(client=client), context=RunContext(log=lambda m: None))
             assert res.complete and open_gram(tmp_path / f"{job}.zarr")[0].shape == (n, n)
 
 

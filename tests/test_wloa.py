@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
+from gramdist.engine.context import RunContext
+from gramdist.engine.placement import Placement
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
 from gramdist.kernels.intersection import unary_features
@@ -246,7 +248,7 @@ def test_job_file_runs(tmp_path, dataset_dir):
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
                       silence_logs=logging.ERROR) as c, Client(c) as client:
         job = load_job(ROOT / "jobs" / "mutag-wloa.yaml")
-        res = run_job(job, out=str(tmp_path / "k.zarr"), client=client, progress=False, log=lambda m: None)
+        res = run_job(job, out=str(tmp_path / "k.zarr"), placement=Placement(client=client), context=RunContext(log=lambda m: None))
     assert res.complete
     k, _ = open_gram(tmp_path / "k.zarr")
     assert k.shape == (188, 188) and np.allclose(np.diag(k), 1.0)

@@ -9,6 +9,7 @@ from typing import Any
 
 from gramdist.cli.common import add_tls_arguments, apply_tls_arguments, run_context
 from gramdist.errors import JobError
+from gramdist.jobs import yaml_problem
 
 
 def register(sub: Any) -> None:
@@ -47,7 +48,7 @@ def parse_dataset_argument(text: str | None) -> Any:
         try:
             value = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise JobError(f"{text}: cannot parse the dataset mapping: {getattr(exc, 'problem', exc)}") from None
+            raise JobError(f"{text}: cannot parse the dataset mapping: {yaml_problem(exc)}") from None
         if not isinstance(value, dict):
             raise JobError(f"{text}: expected a mapping like '{{name: NCI1, skip: 4000}}'")
         return value

@@ -315,26 +315,51 @@ def _smi_records(path: Path) -> list[_Record]:
     return recs
 
 
+def _sdf_molecules(supplier: Any, path: Path) -> Iterator[Any]:
+    """The supplier's molecules, its read failures as one :class:`DatasetError` naming the record."""
+    import zlib
+
+    i = 0
+    while True:
+        try:
+            mol = next(supplier)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"{path} record {i + 1}: not UTF-8 text ({exc.reason}); save the file as "
+                               "UTF-8") from None
+        except (OSError, EOFError, zlib.error) as exc:  # a gzip file cut short or corrupt
+            raise DatasetError(f"{path}: cannot read the file ({exc})") from None
+        except SystemError as exc:  # RDKit's reader wraps the file's own error (e.g. a bad gzip stream)
+            cause = exc.__cause__ or exc.__context__
+            raise DatasetError(f"{path}: cannot read the file ({cause or exc})") from None
+        yield mol
+        i += 1
+
+
 def _sdf_records(path: Path, target: str | None) -> list[_Record]:
     chem = _chem()
     from rdkit import rdBase
 
     opener = gzip.open if path.name.lower().endswith(".gz") else open
-    recs = []
+    recs: list[_Record] = []
     with opener(path, "rb") as f, rdBase.BlockLogs():
         # removeHs=False: hydrogens are handled by the `hydrogens` option, like a Mol's
-        for i, mol in enumerate(chem.ForwardSDMolSupplier(f, sanitize=True, removeHs=False)):
+        for i, mol in enumerate(_sdf_molecules(chem.ForwardSDMolSupplier(f, sanitize=True, removeHs=False), path)):
             where = f"{path.name} record {i + 1} (molecule {i})"
             if mol is None:
                 raise DatasetError(f"{where}: RDKit cannot read this record (bad connection table or valence)")
-            value = None
-            if target is not None:
-                if not mol.HasProp(target):
-                    raise DatasetError(f"{where}: no property {target!r} (it has: "
-                                       f"{', '.join(mol.GetPropNames()) or 'none'})")
-                value = mol.GetProp(target)
-            recs.append(_Record(where, None, mol, value))
+            recs.append(_Record(where, None, mol, None if target is None else _sdf_property(mol, target, where)))
     return recs
+
+
+def _sdf_property(mol: Any, target: str, where: str) -> str:
+    try:
+        if not mol.HasProp(target):
+            raise DatasetError(f"{where}: no property {target!r} (it has: {', '.join(mol.GetPropNames()) or 'none'})")
+        return mol.GetProp(target)
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{where}: a property is not UTF-8 text ({exc.reason}); save the file as UTF-8") from None
 
 
 # ----------------------------------------------------------------------------- parsing

@@ -16,7 +16,8 @@ graphs' ``nodes``/``edges`` views. Conventions:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from numbers import Integral
+from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def from_networkx(
     if isinstance(y, str):
         y = [_get(g.graph, y, f"graph {gi}") for gi, g in enumerate(graphs)]
     if y is not None:
-        y = np.asarray(y)
+        y = _graph_labels(y)
         if len(y) != len(graphs):
             raise DatasetError(f"from_networkx: {len(y)} labels in y for {len(graphs)} graphs")
     # canonical order, over all graphs at once: each {u, v} once (its first occurrence), sorted
@@ -147,6 +148,32 @@ def _edge_values(edge_data: list, key: str, gi: int) -> list:
     except KeyError:
         u, v = next((u, v) for u, v, d in edge_data if key not in d)
         raise DatasetError(f"from_networkx: graph {gi} edge ({u!r}, {v!r}) has no {key!r}") from None
+
+
+def _graph_labels(values: Any) -> np.ndarray:
+    """Graph labels as one array: all integers (int64), all real numbers (float64, finite) or
+    all strings; anything else is a :class:`DatasetError`."""
+    values = list(values) if not isinstance(values, np.ndarray) else values
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        y = values
+    elif all(isinstance(v, str) for v in values):
+        return np.asarray(values, dtype=str)
+    elif all(isinstance(v, Integral) and not isinstance(v, bool) for v in values):
+        big = next((v for v in values if not -(2**63) <= int(v) < 2**63), None)
+        if big is not None:
+            raise DatasetError(f"from_networkx: graph label {big} does not fit in 64 bits")
+        return np.asarray(values, dtype=np.int64)
+    elif all(isinstance(v, Real) and not isinstance(v, bool) for v in values):
+        y = np.asarray(values, dtype=np.float64)
+    else:
+        odd = [v for v in values if not isinstance(v, (str, Real)) or isinstance(v, bool)]
+        got = f"got {odd[0]!r}" if odd else "got numbers and strings together"
+        raise DatasetError(f"from_networkx: graph labels must be all numbers or all strings ({got})")
+    if y.ndim != 1:
+        raise DatasetError(f"from_networkx: y must hold one label per graph (got shape {y.shape})")
+    if y.dtype.kind == "f" and not np.isfinite(y).all():
+        raise DatasetError("from_networkx: graph labels must be finite")
+    return y
 
 
 def _stack(parts: list[np.ndarray]) -> np.ndarray:

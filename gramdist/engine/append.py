@@ -346,7 +346,7 @@ def _append_locked(run: _Append, data: Any, abort: bool) -> AppendResult:
         return _finish_store(run)
     known = recorded_checksums(store)
     if new.checksum() in known:
-        if not store.is_finished():  # in, but the store was left unfinished (a repair, a kill): finish it
+        if not store.complete:  # in, but the store was left unfinished (a repair, a kill): finish it
             return _finish_store(run)
         why = f"these {len(new)} graphs are already in the store ({known[new.checksum()]}, same content checksum); " \
               "nothing to do"

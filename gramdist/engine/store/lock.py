@@ -124,7 +124,17 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:  # someone else's process: it exists
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A process killed but not reaped (where PID 1 reaps nothing, e.g. a container) still
+    answers ``kill(pid, 0)``; Linux shows its state ``Z`` in ``/proc``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -182,7 +192,7 @@ class StoreLock:
                 if self._try_create(1):
                     break
                 held = self._held()
-                why = is_stale(held)
+                why = is_stale(held) or self._wait_for_own_job(held)
                 if why is None:
                     raise StoreBusyError(
                         f"{self.store}: being written by another run ({describe(held)}); wait for it, or stop it "
@@ -198,6 +208,24 @@ class StoreLock:
         self._thread = threading.Thread(target=self._heartbeat, name="gramdist-lock-heartbeat", daemon=True)
         self._thread.start()
         return self
+
+    def _wait_for_own_job(self, held: dict[str, Any]) -> str | None:
+        """A detached job restarted elsewhere finds its own lock still held by the run it
+        replaces (a worker lost, not yet seen dead): wait up to one lease for it to go stale,
+        rather than fail a job nobody watches. Only ever for the same job id, and only stale."""
+        if self.job_id is None or held.get("job_id") != self.job_id:
+            return None
+        deadline = time.monotonic() + STALE_SECONDS + 5
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            self._beat_now()
+            current = read_lock(self.store)
+            if current is None or current.get("token") != held.get("token"):
+                return None  # released or taken meanwhile: the caller looks again
+            why = is_stale(current)
+            if why is not None:
+                return why
+        return None
 
     def _try_create(self, epoch: int) -> bool:
         if self.file.create(self._record(epoch)):
