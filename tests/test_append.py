@@ -43,7 +43,7 @@ def synthetic(n_total: int, seed: int = 3, attr_dim: int = 0) -> dict:
 
 def job(n_total: int, *, limit: int | None = None, tile: int = 7, kernel: dict | None = None,
         normalize: bool = True, dtype: str = "float64", from_store: str | None = None, test: dict | None = None,
-        attr_dim: int = 0, checkpoint: float = 2.0, keep: bool = False) -> dict:
+        attr_dim: int = 0, checkpoint: float = 2.0, keep: bool | str = False) -> dict:
     ds = {"synthetic": synthetic(n_total, attr_dim=attr_dim)}
     if limit is not None:
         ds["limit"] = limit
@@ -108,6 +108,51 @@ def test_append_is_bitwise_a_from_scratch_run(tmp_path, client, n, m, tile, work
     assert verify(base)["problems"] == []
 
 
+def _entries_by_hand(n: int, m: int, tile: int) -> int:
+    """Kernel values an append of m graphs to n must compute, counted entry by entry: every
+    value of an upper tile in a new row or column; on a diagonal tile (computed whole and
+    mirrored) the values in a new column."""
+    total = n + m
+    count = 0
+    for i in range(0, total, tile):
+        for j in range(i, total, tile):
+            for r in range(i, min(i + tile, total)):
+                for c in range(j, min(j + tile, total)):
+                    count += (c >= n) if i == j else (r >= n or c >= n)
+    return count
+
+
+@pytest.mark.parametrize("n, m, tile", [(30, 12, 7), (37, 3, 10), (20, 1, 6)])
+def test_a_straddling_tile_computes_only_its_new_entries(tmp_path, client, monkeypatch, n, m, tile):
+    """Whatever T, the values computed are the new rows and columns only (about M·(N + M)),
+    counted by the command and by the kernel's own calls; the Gram is the from-scratch one."""
+    from gramdist.kernels.features.wl import WLSubtreeKernel
+
+    base, reference = base_and_reference(tmp_path, client, n, m, tile=tile)
+    computed = []
+    real = WLSubtreeKernel.pairwise
+
+    def pairwise(self, a, b, state):
+        computed.append(len(a) * len(b))
+        return real(self, a, b, state)
+
+    monkeypatch.setattr(WLSubtreeKernel, "pairwise", pairwise)
+    res = append(base, new_graphs(n + m, n), placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
+    assert res.entries_computed == sum(computed) == _entries_by_hand(n, m, tile)
+    assert res.entries_computed <= m * (n + m) + tile * m  # never a whole straddling tile
+    assert np.array_equal(open_gram(base)[0], reference)
+
+
+def test_a_damaged_old_tile_is_never_carried_into_a_grown_one(tmp_path, client):
+    """The known part of a straddling tile is checked against its recorded checksum before it
+    is merged: a value changed there stops the append with one line pointing to verify."""
+    base, _ = base_and_reference(tmp_path, client, 30, 12, tile=7)
+    arr = zarr.open_array(str(base / "gram"), mode="r+")
+    arr[28, 29] = arr[28, 29] + 1e-9  # tile (4, 4) straddles the old edge (28..34)
+    with pytest.raises(Exception, match=r"tile \(4, 4\) does not match the checksum"):
+        append(base, new_graphs(42, 30), placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
+
+
 @pytest.mark.parametrize("kernel, normalize, dtype", [
     ({"name": "dm", "h": 2, "t": 3, "b": 4, "descriptor_sample": 200}, False, "float64"),
     ({"name": "wl", "h": 3}, True, "float32"),
@@ -149,24 +194,52 @@ def count_embedded(monkeypatch) -> list[int]:
 
 @pytest.mark.parametrize("keep", [False, True])
 def test_kept_embeddings_spare_the_old_graphs(tmp_path, client, monkeypatch, keep):
-    """A store that keeps its chunks' embeddings (gram.keep_embeddings) appends without
-    embedding its old graphs again; a store that does not pays that once, at its first append,
-    which keeps them. Either way the bits are the from-scratch run's; a damaged kept embedding
-    is embedded again."""
+    """A store that keeps its chunks' embeddings (gram.keep_embeddings: true) appends without
+    embedding its old graphs again, and keeps the new ones; one that does not (false) embeds
+    every graph at every append and keeps nothing. Either way the bits are the from-scratch
+    run's; a damaged kept embedding is embedded again."""
     base, reference = base_and_reference(tmp_path, client, 30, 20, tile=6, keep=keep)
     counted = count_embedded(monkeypatch)
     append(base, {**new_graphs(50, 30), "limit": 9}, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))  # 30 -> 39: chunk 5 straddles
     assert sum(counted) == (39 if not keep else 9)
     counted.clear()
     embeddings = base / "embeddings"
-    (embeddings / "r2" / "zarr.json").write_text("{garbled")  # a damaged entry: embedded again
-    values = zarr.open_array(str(embeddings / "r3" / next(iter(
-        p.name for p in (embeddings / "r3").iterdir() if p.is_dir()))), mode="r+")
-    values[0] = values[0] + 1  # decodable, but not what was kept: embedded again
+    if keep:
+        (embeddings / "r2" / "zarr.json").write_text("{garbled")  # a damaged entry: embedded again
+        values = zarr.open_array(str(embeddings / "r3" / next(iter(
+            p.name for p in (embeddings / "r3").iterdir() if p.is_dir()))), mode="r+")
+        values[0] = values[0] + 1  # decodable, but not what was kept: embedded again
     append(base, {**new_graphs(50, 30), "skip": 39}, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))  # 39 -> 50
-    assert sorted(counted) == [2, 6, 6, 6, 6]  # chunks 2 and 3 again; the straddling chunk 6; 42..47; 48..49
+    # kept: chunks 2 and 3 again, the straddling chunk 6, 42..47, 48..49; not kept: all 50
+    assert sorted(counted) == ([2, 6, 6, 6, 6] if keep else [2] + [6] * 8)
     assert np.array_equal(open_gram(base)[0], reference)
-    assert sorted(p.name for p in embeddings.iterdir() if p.is_dir()) == [f"r{i}" for i in range(9)]
+    kept = sorted(p.name for p in embeddings.iterdir() if p.is_dir()) if embeddings.exists() else []
+    assert kept == ([f"r{i}" for i in range(9)] if keep else [])
+
+
+@pytest.mark.parametrize("fraction, kept", [(1e6, True), (1e-9, False)])
+def test_auto_keeps_an_embedding_only_when_small_beside_the_gram(tmp_path, client, monkeypatch, fraction, kept):
+    """The default (keep_embeddings: auto) keeps a chunk's embedding when its arrays take at
+    most KEEP_FRACTION of the chunk's Gram rows; the store records the setting, and an append
+    reads back what was kept."""
+    from gramdist.engine.store import state
+
+    monkeypatch.setattr(state, "KEEP_FRACTION", fraction)
+    base, reference = base_and_reference(tmp_path, client, 30, 12, tile=6, keep="auto")
+    assert GramStore.open(base).attributes()["keep_embeddings"] == "auto"
+    has = (base / "embeddings").exists() and any(p.is_dir() for p in (base / "embeddings").iterdir())
+    counted = count_embedded(monkeypatch)
+    append(base, new_graphs(42, 30), placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
+    assert has == kept and sum(counted) == (12 if kept else 42)
+    assert np.array_equal(open_gram(base)[0], reference)
+
+
+def test_keep_budget_rule():
+    from gramdist.engine.store.state import KEEP_FRACTION, keep_budget
+
+    assert keep_budget(True, 100, 5000, 8) is None and keep_budget(False, 100, 5000, 8) == 0
+    assert keep_budget("auto", 100, 5000, 8) == int(KEEP_FRACTION * 100 * 5000 * 8)
+    assert keep_budget("auto", 100, 5000, 4) == keep_budget("auto", 100, 5000, 8) // 2
 
 
 def test_reappending_the_same_graphs_does_nothing(tmp_path, client):

@@ -68,6 +68,7 @@ def cmd_append(args: argparse.Namespace) -> int:
         print(json.dumps({"store": result.store, "added": result.added, "n_rows": result.n_rows,
                           "complete": result.complete, "tiles_total": result.tiles_total,
                           "tiles_computed": result.tiles_computed, "tiles_kept": result.tiles_kept,
+                          "entries_computed": result.entries_computed,
                           "nothing_to_do": result.nothing_to_do,
                           "timings": {k: round(v, 4) for k, v in result.timings.items()}}))
     return 0 if result.complete or result.nothing_to_do else 1

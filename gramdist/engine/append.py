@@ -63,7 +63,7 @@ from gramdist.engine.context import RunContext
 from gramdist.engine.placement import Placement
 from gramdist.engine.plan import GramPlan, kernel_from_spec, plan_gram
 from gramdist.engine.runner import compute_into_store, plan_nodes
-from gramdist.engine.sinks import StoreSink, merged
+from gramdist.engine.sinks import NOTHING_KNOWN, StoreSink, merged
 from gramdist.engine.store import GramStore, Location, StoreLock, as_location, kept_tiles
 from gramdist.engine.store.staging import (
     AppendEntry,
@@ -77,6 +77,7 @@ from gramdist.engine.store.staging import (
     recorded_checksums,
     row_sources,
 )
+from gramdist.engine.tasks import new_entries
 from gramdist.errors import DatasetError, StoreError
 from gramdist.graphs import GraphBatch
 from gramdist.jobs import FitSpec, GramSpec
@@ -89,7 +90,9 @@ class AppendResult:
     ``added``: graphs appended (0 when there was nothing to do); ``n_rows``: row graphs of the
     store afterwards; ``tiles_total``: tiles of the grown Gram; ``tiles_computed``: computed by
     this call; ``tiles_kept``: already done (kept from the store, or by an interrupted attempt);
-    ``nothing_to_do``: why nothing was computed, if so.
+    ``nothing_to_do``: why nothing was computed, if so; ``entries_computed``: kernel values
+    computed by this call (a tile straddling the old edge computes only its new entries: an
+    append of M graphs to N computes about M·(N + M) whatever the tile size).
     """
 
     store: str
@@ -102,6 +105,7 @@ class AppendResult:
     nothing_to_do: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    entries_computed: int = 0
 
 
 @dataclass
@@ -135,6 +139,10 @@ class StagingSink(StoreSink):
         self.checksums = staging.checksums()
         self.target = staging.tile_target(lease)
         self.embeddings = staging.embedding_cache(lease)
+        self.known_parts = staging.known_parts()
+
+    def known(self, tile: tuple[int, int]) -> tuple[tuple[int, int], int | None]:
+        return self.known_parts.get(tile, NOTHING_KNOWN)
 
     def prepare(self, plan: Any) -> list[str]:
         return []  # the staging group's labels and ids come from the graphs re-read; the commit writes them
@@ -450,19 +458,24 @@ def _finish_store(run: _Append) -> AppendResult:
         raise StoreError(f"{path}: its Gram is {grid.n_rows} x {grid.n_cols} for {plan.grid.n_rows} x "
                          f"{plan.grid.n_cols} graphs")
     sink = StoreSink(store, plan.gram.checkpoint_seconds, run.lock)
-    result = _run_on(run, plan, sink, entries_to_compute(plan.grid, sink.mask))
+    entries = entries_to_compute(plan.grid, sink.mask)
+    result = _run_on(run, plan, sink, entries)
     sink.record_timings(plan.timings)
     return AppendResult(str(path), 0, plan.grid.n_rows, result.tiles_total, result.tiles_computed,
-                        result.tiles_already_done, result.complete, None, plan.timings, result.notes)
+                        result.tiles_already_done, result.complete, None, plan.timings, result.notes, entries)
 
 
 def _compute(run: _Append, plan: GramPlan, staging: Staging, old_rows: int, added: int) -> AppendResult:
     sink = StagingSink(staging, plan.gram.checkpoint_seconds, old_rows, run.lock)
-    result = _run_on(run, plan, sink, entries_to_compute(plan.grid, sink.mask))
+    entries = entries_to_compute(plan.grid, sink.mask, sink)
+    partial = sum(1 for tl in sink.known_parts if not sink.mask[tl])
+    run.context.log(f"gramdist: {entries:,} kernel values to compute for {added} new graphs"
+                    + (f" ({partial} tile(s) on the old edge computed in part)" if partial else ""))
+    result = _run_on(run, plan, sink, entries)
     if result.complete:
         _record_append_timings(run.store, plan.timings)
     return AppendResult(str(run.location), added, plan.grid.n_rows, result.tiles_total, result.tiles_computed,
-                        result.tiles_already_done, result.complete, None, plan.timings, result.notes)
+                        result.tiles_already_done, result.complete, None, plan.timings, result.notes, entries)
 
 
 def _run_on(run: _Append, plan: GramPlan, sink: StoreSink, entries: int) -> Any:
@@ -487,6 +500,8 @@ def _record_append_timings(store: GramStore, timings: dict[str, float]) -> None:
         store.record_attrs(appends=appends)
 
 
-def entries_to_compute(grid: Any, mask: Any) -> int:
-    """Gram entries of the tiles ``mask`` does not mark done (mirrors not counted)."""
-    return sum(grid.entries(tl) for tl in grid.tiles() if not mask[tl])
+def entries_to_compute(grid: Any, mask: Any, sink: Any = None) -> int:
+    """Kernel values the tiles ``mask`` does not mark done need (mirrors not counted; of a
+    tile ``sink`` knows in part, only the rest)."""
+    return sum(new_entries(grid, tl, sink.known(tl)[0] if sink is not None else (0, 0))
+               for tl in grid.tiles() if not mask[tl])

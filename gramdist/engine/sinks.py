@@ -51,11 +51,20 @@ class Sink(Protocol):
 
     def tile_done(self, tile: tuple[int, int], checksum: int, block: np.ndarray | None) -> None: ...
 
+    def known(self, tile: tuple[int, int]) -> tuple[tuple[int, int], int | None]:
+        """The leading rows × columns of ``tile`` the target already holds, and their recorded
+        checksum: ``((0, 0), None)`` but for a tile an append grows."""
+        ...
+
     def flush(self, force: bool = True) -> bool: ...
 
     def finish(self) -> bool: ...
 
     def record_timings(self, timings: dict[str, float]) -> None: ...
+
+
+#: what :meth:`Sink.known` says of a tile computed whole
+NOTHING_KNOWN: tuple[tuple[int, int], None] = ((0, 0), None)
 
 
 class ChunkSink(Protocol):
@@ -135,6 +144,9 @@ class StoreSink(_Throttled):
     def store_diag(self, rows: np.ndarray, cols: np.ndarray) -> None:
         self.store.write_diag(rows, None if self.grid.symmetric else cols)
 
+    def known(self, tile: tuple[int, int]) -> tuple[tuple[int, int], int | None]:
+        return NOTHING_KNOWN
+
     def tile_done(self, tile: tuple[int, int], checksum: int, block: np.ndarray | None) -> None:
         self.mask[tile] = True
         if self.checksums is not None:
@@ -182,6 +194,9 @@ class MemorySink:
 
     def store_diag(self, rows: np.ndarray, cols: np.ndarray) -> None:
         self.diag_rows, self.diag_cols = rows, cols
+
+    def known(self, tile: tuple[int, int]) -> tuple[tuple[int, int], int | None]:
+        return NOTHING_KNOWN
 
     def tile_done(self, tile: tuple[int, int], checksum: int, block: np.ndarray | None) -> None:
         i, j = tile

@@ -315,7 +315,8 @@ class _TileLoop:
             d_rows, d_cols = emb.diag[("r", i)], emb.diag[(self.col_side, j)]
         else:
             d_rows, d_cols = self.stored_diag[0][r0:r1], self.stored_diag[1][c0:c1]
-        spec = tasks.TileSpec(grid, tl, self.sink.target, plan.dtype, ids)
+        known, known_sum = self.sink.known(tl)
+        spec = tasks.TileSpec(grid, tl, self.sink.target, plan.dtype, ids, known, known_sum)
         return self.ex.submit(tasks.tile_task, plan.kernel, self.state_f, emb.rows[i], emb.cols[j], d_rows, d_cols,
                               spec, key=f"tile-{i}-{j}-{self.token}", retries=1)
 

@@ -81,13 +81,76 @@ def embedding_counts_task(kernel: GraphKernel, emb: Any) -> dict[str, int]:
 class TileSpec:
     """What a tile task computes: tile ``(i, j)`` of ``grid``, in ``dtype``, written to
     ``target`` (None: returned), with the graph ids of its first and last rows and columns
-    (to name it in an error)."""
+    (to name it in an error). ``known``: its leading rows and columns whose values the target
+    already holds (a tile an append grows: only the rest is computed, see :func:`tile_block`)."""
 
     grid: TileGrid
     tile: tuple[int, int]
     target: TileTarget | None
     dtype: str
     graph_ids: tuple[tuple[int, int], tuple[int, int]]
+    known: tuple[int, int] = (0, 0)
+    known_checksum: int | None = None
+
+
+def pairwise_block(kernel: GraphKernel, state: KernelState, emb_rows: Any, emb_cols: Any,
+                   diag_rows: np.ndarray | None, diag_cols: np.ndarray | None) -> np.ndarray:
+    """``(len(emb_rows), len(emb_cols))`` float64 kernel values, normalised when the diagonals are given."""
+    block = np.asarray(kernel.pairwise(emb_rows, emb_cols, state), dtype=np.float64)
+    expected = (len(emb_rows), len(emb_cols))
+    if block.shape != expected:
+        raise ValueError(f"pairwise returned shape {block.shape}, expected {expected}")
+    if not block.flags.writeable:  # the steps below work in place
+        block = block.copy()
+    if diag_rows is not None:
+        normalize_block(block, diag_rows, diag_cols, out=block)
+    return block
+
+
+def tile_block(kernel: GraphKernel, state: KernelState, embs: tuple[Any, Any],
+               diags: tuple[np.ndarray | None, np.ndarray | None], spec: TileSpec) -> np.ndarray:
+    """The tile's float64 values before symmetrisation and rounding.
+
+    A tile with ``spec.known = (a, b)`` holds its first ``a`` rows × ``b`` columns already
+    (an append growing a tile that straddled the old edge): those are read back from the
+    target, and only the new entries are computed — the new rows against every column, the
+    old rows against the new columns (on a diagonal tile only the new columns: the lower
+    triangle is the mirror of the upper). Each kernel value is computed by the same arithmetic
+    whatever the block it is computed in (the kernels' tile-size invariance), and normalising
+    is per entry, so the tile is bitwise the one a from-scratch run computes whole.
+    """
+    (emb_rows, emb_cols), (d_rows, d_cols) = embs, diags
+    a, b = spec.known
+    n_rows, n_cols = len(emb_rows), len(emb_cols)
+    if a == 0 or b == 0 or (a, b) == (n_rows, n_cols):
+        return pairwise_block(kernel, state, emb_rows, emb_cols, d_rows, d_cols)
+    block = np.empty((n_rows, n_cols), dtype=np.float64)
+    block[:a, :b] = spec.target.read_known(spec.grid, spec.tile, (a, b), spec.known_checksum)
+
+    def part(r: slice, c: slice) -> None:
+        block[r, c] = pairwise_block(kernel, state, emb_rows[r], emb_cols[c], None if d_rows is None else d_rows[r],
+                                     None if d_cols is None else d_cols[c])
+
+    if spec.grid.symmetric and spec.tile[0] == spec.tile[1]:
+        part(slice(0, n_rows), slice(b, n_cols))  # the upper triangle's new entries; the mirror fills the rest
+        return block
+    if a < n_rows:
+        part(slice(a, n_rows), slice(0, n_cols))
+    if b < n_cols:
+        part(slice(0, a), slice(b, n_cols))
+    return block
+
+
+def new_entries(grid: TileGrid, tile: tuple[int, int], known: tuple[int, int]) -> int:
+    """Kernel values :func:`tile_block` computes for ``tile`` with ``known`` rows × columns held."""
+    (r0, r1), (c0, c1) = grid.row_range(tile[0]), grid.col_range(tile[1])
+    n_rows, n_cols = r1 - r0, c1 - c0
+    a, b = known
+    if a == 0 or b == 0:
+        return n_rows * n_cols
+    if grid.symmetric and tile[0] == tile[1]:
+        return n_rows * (n_cols - b)
+    return n_rows * n_cols - a * b
 
 
 def tile_task(kernel: GraphKernel, state: KernelState, emb_rows: Any, emb_cols: Any,
@@ -108,14 +171,7 @@ def tile_task(kernel: GraphKernel, state: KernelState, emb_rows: Any, emb_cols: 
     grid, tile, dtype = spec.grid, spec.tile, spec.dtype
     i, j = tile
     try:
-        block = np.asarray(kernel.pairwise(emb_rows, emb_cols, state), dtype=np.float64)
-        expected = (len(emb_rows), len(emb_cols))
-        if block.shape != expected:
-            raise ValueError(f"pairwise returned shape {block.shape}, expected {expected}")
-        if not block.flags.writeable:  # the steps below work in place
-            block = block.copy()
-        if diag_rows is not None:
-            normalize_block(block, diag_rows, diag_cols, out=block)
+        block = tile_block(kernel, state, (emb_rows, emb_cols), (diag_rows, diag_cols), spec)
         if grid.symmetric and i == j:
             # a kernel's K_ab and K_ba can differ in the last bit (summation order)
             mirror_upper(block)

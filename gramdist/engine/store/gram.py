@@ -228,10 +228,17 @@ def _open_gram_array(path: str, inode: int, mtime_ns: int) -> Any:
     return keep_empty(zarr.open_array(path, path="gram", mode="r+"))
 
 
+@lru_cache(maxsize=4)
+def _open_prior_array(path: str, inode: int, mtime_ns: int) -> Any:
+    return zarr.open_array(path, path="gram", mode="r")
+
+
 @dataclass(frozen=True)
 class TileTarget:
     """Where a tile task writes its tile: the ``gram`` array of a store (or of an append's
     staging group) at ``path``, of ``shape`` and ``dtype``. Picklable; opened once per worker.
+    ``prior``: the store an append grows, whose Gram holds the known part of the tiles that
+    straddle its old edge (:meth:`read_known`).
 
     The array is cached per process, keyed by the identity of its metadata file and checked
     against the expected layout: a worker that outlives one store never writes with the
@@ -243,6 +250,22 @@ class TileTarget:
     dtype: str
     lease: Any = None  # a :class:`~.lock.Lease` checked before every write (None: unfenced)
     checksum_format: int = CHECKSUM_FORMAT
+    prior: str | None = None
+
+    def read_known(self, grid: TileGrid, tile: tuple[int, int], known: tuple[int, int],
+                   checksum: int | None) -> np.ndarray:
+        """The first ``known`` rows × columns of ``tile`` as ``prior`` holds them — the whole of
+        its old tile — checked against that tile's recorded ``checksum`` (damage is never
+        carried into a tile checksummed anew), as float64 (a float32 store's values widen
+        exactly, so rounding them again gives the same bits)."""
+        meta = os.stat(os.path.join(self.prior, "gram", "zarr.json"))
+        arr = _open_prior_array(self.prior, meta.st_ino, meta.st_mtime_ns)
+        r0, c0 = grid.row_range(tile[0])[0], grid.col_range(tile[1])[0]
+        old = np.asarray(arr[r0:r0 + known[0], c0:c0 + known[1]])
+        if checksum is not None and tile_checksum(old, self.checksum_format) != checksum:
+            raise StoreError(f"{self.prior}: its tile ({tile[0]}, {tile[1]}) does not match the checksum recorded "
+                             f"when it was written; run gramdist verify --repair {self.prior}, then append again")
+        return old.astype(np.float64)
 
     def array(self) -> Any:
         meta = os.stat(os.path.join(self.path, "gram", "zarr.json"))
@@ -355,7 +378,15 @@ class GramStore(Store):
 
     @property
     def keeps_embeddings(self) -> bool:
+        """Whether the store keeps (some of) its chunks' embeddings: ``keep_embeddings`` true or "auto"."""
         return bool(self._attr("keep_embeddings"))
+
+    def embedding_budget(self, grid: TileGrid | None = None) -> int | None:
+        """The most bytes a kept chunk embedding may take (None: no limit; see ``keep_budget``)."""
+        from gramdist.engine.store.state import keep_budget
+
+        grid = grid or self.grid
+        return keep_budget(self._attr("keep_embeddings"), grid.tile, grid.n_cols, np.dtype(self.dtype).itemsize)
 
     @property
     def checksummed(self) -> bool:
@@ -599,7 +630,7 @@ class GramStore(Store):
         from gramdist.engine.store.state import EmbeddingCache
 
         mine = self.location.resolved() if self.keeps_embeddings else None
-        return EmbeddingCache(mine, mine, lease)
+        return EmbeddingCache(mine, mine, lease, self.embedding_budget())
 
     @classmethod
     def create_combination(cls, where: str | Location, sources: list[GramStore], weights: list[float],

@@ -122,7 +122,8 @@ GRAM_ATTRIBUTES: dict[str, AttrSpec] = _attrs(
     AttrSpec("tile_size", "side of a tile", True),
     AttrSpec("symmetric", "K(X, X) (upper tiles computed) rather than K(test, train)", True),
     AttrSpec("dtype", "the Gram's storage type (absent: float64)", True),
-    AttrSpec("keep_embeddings", "chunks' embeddings are kept for appends"),
+    AttrSpec("keep_embeddings", "chunks' embeddings kept for appends: true, false, or 'auto' (those small beside "
+                                "the Gram, see gramdist.engine.store.state.KEEP_FRACTION)"),
     AttrSpec("diag_complete", "K(g, g) is written"),
     AttrSpec("checksummed", "tile checksums are recorded (their loss is damage)"),
     AttrSpec("appends", "one record per committed append"),
@@ -185,7 +186,7 @@ class GramMeta:
     dtype: str = "float64"
     test_dataset: dict[str, Any] | None = None
     test_checksum: str | None = None
-    keep_embeddings: bool = False
+    keep_embeddings: bool | str = False
     job: dict[str, Any] = field(default_factory=dict)
 
     def to_attrs(self) -> dict[str, Any]:

@@ -153,15 +153,33 @@ class Staging:
     def tile_target(self, lease: Any = None) -> TileTarget:
         g = self.grid
         return TileTarget(self.folder, (g.n_rows, g.n_cols), str(self.group["gram"].dtype), lease,
-                          self.store.checksum_format)
+                          self.store.checksum_format, prior=self.store.location.resolved())
+
+    def known_parts(self) -> dict[tuple[int, int], tuple[tuple[int, int], int | None]]:
+        """The tiles of the grown Gram that straddle the store's old edge: for each, the rows ×
+        columns its old tile holds and that tile's recorded checksum (None: a store without)."""
+        old, new = self.store.grid, self.grid
+        sums = self.store.checksums()
+        out = {}
+        for i, j in new.tiles():
+            if i >= old.shape[0] or j >= old.shape[1]:
+                continue
+            (r0, r1), (c0, c1) = new.row_range(i), new.col_range(j)
+            a, b = old.row_range(i)[1] - r0, old.col_range(j)[1] - c0
+            if (a, b) != (r1 - r0, c1 - c0):
+                out[(i, j)] = ((a, b), None if sums is None else int(sums[i, j]))
+        return out
 
     def embedding_cache(self, lease: Any = None) -> Any:
-        """The store's kept embeddings are read (when it keeps them); every chunk embedded now
-        is kept in the staging group (committed with the tiles), so the next append reads them all."""
+        """The store's kept embeddings are read (when it keeps them); the chunks embedded now are
+        kept in the staging group (committed with the tiles) under the store's setting, so the
+        next append reads them."""
         from gramdist.engine.store.state import EmbeddingCache
 
-        read_from = self.store.location.resolved() if self.store.keeps_embeddings else None
-        return EmbeddingCache(read_from, self.folder, lease)
+        if not self.store.keeps_embeddings:  # gram.keep_embeddings: false
+            return None
+        here = self.store.location.resolved()
+        return EmbeddingCache(here, self.folder, lease, self.store.embedding_budget(self.grid))
 
     def progress(self) -> tuple[int, int]:
         grid = self.grid
@@ -230,7 +248,7 @@ def begin_append(store: GramStore, grid: TileGrid, *, mask: np.ndarray, checksum
         write_vector(group, key, values, GRAM_ARRAYS[key].dims)
     key = "dataset_checksum" if grid.symmetric else "test_checksum"
     commit_attrs = {key: grown_checksum, "appends": store.appends + [asdict(entry)],
-                    "gramdist_version": entry.gramdist_version, "keep_embeddings": True, "damaged_vectors": None,
+                    "gramdist_version": entry.gramdist_version, "damaged_vectors": None,
                     "checksummed": True}  # every record array is rewritten whole by the commit
     # the state lives in the main store: the staging group never fits one
     group.attrs.update({"checksummed": True, "state_complete": True, "diag_complete": False,

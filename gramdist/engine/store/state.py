@@ -82,12 +82,14 @@ class EmbeddingCache:
     ``get`` returns the embedding kept for a chunk of graphs with a given content checksum
     (None when there is none); ``put`` keeps one. An embedding is kept only when it is a
     dataclass of arrays defined in a ``gramdist.kernels`` module: each field becomes an
-    array, the class's dotted name an attribute, and only such classes are rebuilt.
+    array, the class's dotted name an attribute, and only such classes are rebuilt; and, with
+    ``max_bytes``, only when its arrays take at most that many bytes (see :func:`keep_budget`).
     """
 
     read_from: str | None
     write_to: str | None
     lease: Any = None  # a :class:`~.lock.Lease` checked before every write
+    max_bytes: int | None = None
 
     def get(self, name: str, checksum: str) -> Any | None:
         return None if self.read_from is None else read_embedding(self.read_from, name, checksum)
@@ -98,19 +100,40 @@ class EmbeddingCache:
         if self.lease is not None:
             self.lease.check()
         try:
-            return write_embedding(self.write_to, name, emb, checksum)
+            return write_embedding(self.write_to, name, emb, checksum, self.max_bytes)
         except Exception:  # noqa: BLE001 - keeping it is an optimisation: never fail the chunk for it
             return False
 
 
-def write_embedding(path: str, name: str, emb: Any, checksum: str) -> bool:
+#: ``gram.keep_embeddings: auto`` keeps a chunk's embedding when its arrays take at most this
+#: fraction of the bytes of the (uncompressed) Gram rows of its graphs: all kept embeddings
+#: then cost at most a tenth of the Gram on disk, and an append reads them back instead of
+#: embedding the store's graphs again
+KEEP_FRACTION = 0.1
+
+
+def keep_budget(setting: bool | str | None, chunk: int, n_cols: int, itemsize: int) -> int | None:
+    """The ``max_bytes`` of a chunk's kept embedding under a store's ``keep_embeddings``
+    setting: None (no limit) for ``True``, :data:`KEEP_FRACTION` of the chunk's Gram rows for
+    ``"auto"``; 0 (nothing kept) for ``False``."""
+    if setting is True:
+        return None
+    if setting == "auto":
+        return int(KEEP_FRACTION * chunk * n_cols * itemsize)
+    return 0
+
+
+def write_embedding(path: str, name: str, emb: Any, checksum: str, max_bytes: int | None = None) -> bool:
     """Keep the embedding of chunk ``name`` (``r<i>`` / ``c<j>``) in ``path/embeddings/name``,
-    tagged with the content checksum of the chunk's graphs; False when it is not keepable."""
+    tagged with the content checksum of the chunk's graphs; False when it is not keepable (or
+    its arrays take more than ``max_bytes``)."""
     cls = type(emb)
     if not dataclasses.is_dataclass(emb) or not cls.__module__.startswith(_KERNEL_PACKAGE):
         return False
     values = {f.name: getattr(emb, f.name) for f in dataclasses.fields(emb) if f.init and not f.name.startswith("_")}
     if not all(v is None or isinstance(v, np.ndarray) for v in values.values()):
+        return False
+    if max_bytes is not None and sum(v.nbytes for v in values.values() if v is not None) > max_bytes:
         return False
     group = zarr.open_group(str(as_location(path).child(EMBEDDINGS, name)), mode="w", zarr_format=3)
     for key, value in values.items():
