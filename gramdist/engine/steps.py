@@ -364,8 +364,11 @@ def finish(plan: GramPlan, sink: Any, tiles: TileReport, ctx: RunContext,
            state: KernelState | None = None) -> tuple[bool, list[str]]:
     """Save the done-mask, mark the store complete iff every tile and the diagonal are there,
     and collect the kernel's notes for the user (``state``: the fitted state when the sink
-    keeps none). Returns ``(complete, notes)``."""
+    keeps none). Returns ``(complete, notes)``; the time to save and mark (an append's commit
+    included) is ``plan.timings["finish_s"]``."""
+    t = time.perf_counter()
     complete = sink.finish()
+    plan.timings["finish_s"] = time.perf_counter() - t
     notes = list(plan.kernel.report(state if state is not None else sink.state_store.read_state()))
     if tiles.counted:
         notes += list(plan.kernel.report_embeddings(dict(tiles.counts)) or [])

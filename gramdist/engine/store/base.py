@@ -195,15 +195,18 @@ def prepare_location(location: Location, overwrite: bool) -> None:
         location.remove()
 
 
-def sync_tree(folder: Any, files: bool = True) -> None:
+def sync_tree(folder: Any, files: bool = True, durable: tuple[str, ...] = ()) -> None:
     """``fsync`` every file under ``folder`` (``files``) and every folder, so that what is written
     is on disk before a store says it is complete (a crash of the machine right after cannot
-    leave a "complete" store with chunks still in the page cache)."""
+    leave a "complete" store with chunks still in the page cache). ``durable``: subfolders
+    (relative) whose files are known to be on disk already (synced before being renamed in):
+    only their folders are synced."""
     from pathlib import Path
 
     root = Path(folder)
+    skip = tuple(str(root / d) for d in durable)
     for here, _dirs, names in os.walk(root):
-        if files:
+        if files and not (skip and here.startswith(skip)):
             for name in names:
                 try:
                     fd = os.open(os.path.join(here, name), os.O_RDONLY)

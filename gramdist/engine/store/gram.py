@@ -149,17 +149,18 @@ def write_done_mask(group: Any, mask: np.ndarray, checksums: np.ndarray | None =
     keep_empty(group["tiles_done"])[...] = mask.astype(np.uint8)
 
 
-def mark_group_complete(group: Any, grid: TileGrid) -> bool:
+def mark_group_complete(group: Any, grid: TileGrid, durable: tuple[str, ...] = ()) -> bool:
     """Set ``complete`` iff every tile is marked done on disk, the diagonal and the fitted state
     are stored and no label or id awaits rewriting; a store that completes is synced to disk and
-    keeps a copy of its attributes."""
+    keeps a copy of its attributes. ``durable``: subfolders whose files are on disk already (see
+    :func:`sync_tree`)."""
     mask = read_done_mask(group)
     attrs = group.attrs
     whole = (bool(attrs.get("diag_complete")) and not attrs.get("damaged_vectors")
              and bool(attrs.get("state_complete") or attrs.get("combination")))
     done = whole and all(mask[i, j] for i, j in grid.tiles())
     if done:  # every byte on disk before the flag says so
-        sync_tree(folder_of(group))
+        sync_tree(folder_of(group), durable=durable)
     group.attrs["complete"] = bool(done)
     if done and "tile_checksums" in group:
         backup.save_backup(group)

@@ -218,7 +218,9 @@ class Staging:
                 self.store._write_vector(vec, read_array(group, vec, path / self.name))
         root.attrs.update(as_jsonable(dict(group.attrs["commit_attrs"])) | {
             "generation": generation + 1, "diag_complete": bool(group.attrs.get("diag_complete"))})
-        complete = mark_group_complete(root, grid)
+        # the chunks and embeddings renamed in were synced with the staging group (or when the store
+        # completed before): only the folders and the files rewritten here need syncing
+        complete = mark_group_complete(root, grid, durable=("gram/c", EMBEDDINGS))
         # the record goes last: a commit killed before this point is finished by the next run
         root.attrs["pending_append"] = None
         shutil.rmtree(path / self.name, ignore_errors=True)
