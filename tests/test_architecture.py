@@ -60,13 +60,14 @@ def test_only_the_store_package_imports_zarr():
         assert "zarr" not in {m.split(".")[0] for m in imported_modules(path)}, f"{rel} imports zarr"
 
 
-#: names only a store's layout uses (array names, and attributes no job or report shares)
+#: names only a store's layout uses (array names, and attributes no job or report shares:
+#: ``keep_embeddings`` is also the job's ``gram.keep_embeddings``, so it is not listed)
 #: the JSON reports of the store package (``gramdist info``), read by the command line
 REPORTS = {"info", "pending", "report"}
 STORE_ONLY_NAMES = {"tile_checksums", "diag_cols", "y_cols", "graph_ids_cols", "fit_indices",
                     "chunks_done", "chunk_checksums", "row_nnz", "state_complete", "diag_complete",
                     "nystroem_complete", "pending_append", "checksummed", "generation", "store_kind", "feature_kind",
-                    "dataset_checksum", "test_checksum", "keep_embeddings", "kernel_attrs", "commit_attrs"}
+                    "dataset_checksum", "test_checksum", "kernel_attrs", "commit_attrs"}
 
 
 def test_nothing_outside_the_store_package_names_a_store_array_or_attribute():

@@ -392,7 +392,7 @@ def test_job_file_runs(tmp_path, dataset_dir):
 
 def test_embeddings_are_kept_by_stores(tmp_path, mutag):
     """NodeSets is a dataclass of arrays: ``gram.keep_embeddings`` stores it and reads it back."""
-    from gramdist.engine.store import read_embedding, write_embedding
+    from gramdist.engine.store.state import read_embedding, write_embedding
 
     kernel = WWLKernel(h=2, psd_check=0)
     state = kernel.fit(mutag[:12], 0)
