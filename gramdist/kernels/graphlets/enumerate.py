@@ -1,0 +1,275 @@
+"""Connected induced subgraphs of every graph of a batch, enumerated level by level in NumPy.
+
+:func:`connected_sets` lists, for ``s = 1..k``, every set of ``s`` nodes of a graph that induces
+a connected subgraph — each set exactly once — as rows of an ``(R, s)`` array of global node
+ids (in the order the nodes were added) with the adjacency pattern of the rows (bit layout of
+:mod:`~gramdist.kernels.graphlets.patterns`). It works on the whole batch at once: one step
+extends every set of size ``s`` by every neighbour of its members, over the batch's CSR arcs.
+
+**Each connected set once** (reverse search): the parent of a connected set ``S`` of size
+``s + 1`` is ``S`` minus its largest node whose removal keeps ``S`` connected (its "non-cut"
+nodes, read from a lookup table over the pattern of ``S``); ``S`` is produced only from its
+parent, by adding that node. A candidate (set, neighbour ``w``) is produced once per set: from
+the first member (in insertion order) adjacent to ``w``. So every connected set is produced
+exactly once and every step is a vectorised filter, with no deduplication sort.
+
+**Adjacency tests** between arbitrary node pairs of a graph go through a bit matrix per graph
+(``n^2`` bits: 4 MB for D&D's largest graph of 5,748 nodes, 23 MB for all of D&D); a batch whose
+bit matrices would exceed :data:`BITMAP_LIMIT_BITS` uses a binary search over the sorted edge
+keys instead. Self-loops are ignored (graphlets are simple graphs); multi-edges are already
+merged by :class:`~gramdist.graphs.GraphBatch`.
+
+**Cost**: the number of connected sets of size ``<= k`` times ``s`` times the degree. For a graph
+of maximum degree ``d`` there are at most ``n (e d)^(k-1)`` connected sets of size ``k``
+(the paper's O(n d^(k-1)) bound), so sparse graphs are cheap and dense ones are not; the last
+level is processed in slices of :data:`ROWS_PER_STEP` candidate rows, so memory is bounded by
+the sets of size ``k - 1`` (which the caller can also consume slice by slice).
+
+:func:`sample_subsets` draws uniform ``k``-subsets (without replacement inside a subset) of
+each graph from a counter-based random stream keyed by (seed, the graph's content hash,
+sample index, draw index): a graph gets the same samples in any batch, on any worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from gramdist.arrayops import ranges
+from gramdist.graphs import GraphBatch
+from gramdist.kernels.graphlets.patterns import n_pairs, tables
+from gramdist.kernels.hashing import combine, mix
+
+#: bit matrices of a batch above this many bits (512 MiB) fall back to binary searches
+BITMAP_LIMIT_BITS = 1 << 32
+#: candidate (set, neighbour) pairs handled per vectorised step (memory bound)
+ROWS_PER_STEP = 1 << 21
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+class Adjacency:
+    """Random-access adjacency tests ``u ~ v`` between global nodes of one batch.
+
+    Self-loops are dropped. ``neighbours()`` gives the loop-free CSR arcs.
+    """
+
+    def __init__(self, graphs: GraphBatch) -> None:
+        e = graphs.global_edges
+        e = e[e[:, 0] != e[:, 1]]
+        n = graphs.n_nodes
+        src = np.concatenate([e[:, 0], e[:, 1]])
+        dst = np.concatenate([e[:, 1], e[:, 0]])
+        order = np.lexsort((dst, src))
+        src, dst = src[order], dst[order]
+        self.indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=n), out=self.indptr[1:])
+        self.nbrs = dst.astype(np.int64)
+        self.node_graph = graphs.node_graph
+        sizes = graphs.nodes_per_graph.astype(np.int64)
+        self.first = (graphs.node_offsets[:-1] - graphs.node_offsets[0]).astype(np.int64)
+        self.sizes = sizes
+        total_bits = int((sizes * sizes).sum())
+        self.use_bitmap = total_bits <= BITMAP_LIMIT_BITS
+        if self.use_bitmap:
+            self.base = np.zeros(len(sizes) + 1, dtype=np.int64)
+            np.cumsum(sizes * sizes, out=self.base[1:])
+            self.bits = np.zeros((total_bits + 7) // 8, dtype=np.uint8)
+            if len(src):  # each (u, v) bit is set once: adding distinct powers of two is OR
+                idx = self._bit_index(src, dst)
+                np.add.at(self.bits, idx >> 3, (np.uint8(1) << (idx & 7).astype(np.uint8)))
+        else:
+            self.keys = src * n + dst  # sorted (lexsort by src then dst)
+            self.n = n
+
+    def _bit_index(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        g = self.node_graph[u]
+        return self.base[g] + (u - self.first[g]) * self.sizes[g] + (v - self.first[g])
+
+    def context(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per-row constants for repeated tests inside the graphs of ``nodes``.
+
+        With ``(c, n) = context(x)``, ``test(u, v, (c, n))`` tests ``u ~ v`` where ``u, v`` are
+        in the graph of ``x`` (row by row), without looking the graph up again.
+        """
+        if not self.use_bitmap:
+            return None
+        g = self.node_graph[nodes]
+        size = self.sizes[g]
+        return self.base[g] - self.first[g] * size - self.first[g], size
+
+    def test(self, u: np.ndarray, v: np.ndarray,
+             ctx: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """(m,) bool: are global nodes ``u[i]`` and ``v[i]`` (same graph) adjacent."""
+        u = np.asarray(u, dtype=np.int64)
+        v = np.asarray(v, dtype=np.int64)
+        if self.use_bitmap:
+            idx = self._bit_index(u, v) if ctx is None else ctx[0] + u * ctx[1] + v
+            return ((self.bits[idx >> 3] >> (idx & 7).astype(np.uint8)) & 1).astype(bool)
+        key = u * self.n + v
+        pos = np.searchsorted(self.keys, key)
+        pos[pos == len(self.keys)] = 0
+        return self.keys[pos] == key if len(self.keys) else np.zeros(len(u), dtype=bool)
+
+    def degrees(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+
+def _extend(adj: Adjacency, sets: np.ndarray, pats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Children of the connected sets ``sets`` (R, j): (R', j+1) node rows and their patterns."""
+    r_count, j = sets.shape
+    child_tab = tables(j + 1)
+    shift = n_pairs(j)
+    out_sets, out_pats = [], []
+    for p in range(j):
+        m = sets[:, p]
+        start = adj.indptr[m]
+        deg = adj.indptr[m + 1] - start
+        rows = np.repeat(np.arange(r_count, dtype=np.int64), deg)
+        w = adj.nbrs[ranges(start, deg)]
+        keep = np.ones(len(w), dtype=bool)
+        bits = np.zeros(len(w), dtype=np.int64)
+        ctx = adj.context(w) if j > 1 else None
+        for q in range(j):
+            mq = sets[rows, q]
+            if q == p:
+                bits |= np.int64(1) << q
+                continue
+            keep &= w != mq
+            a = adj.test(w, mq, ctx)
+            if q < p:
+                keep &= ~a  # produced from the first member adjacent to w only
+            else:
+                bits |= a.astype(np.int64) << q
+        rows, w, bits = rows[keep], w[keep], bits[keep]
+        pat = pats[rows] | (bits << shift)
+        noncut = child_tab.noncut[pat]
+        ok = (noncut >> j) & 1 == 1  # w must be a non-cut node of the child ...
+        for q in range(j):  # ... and larger than every other non-cut node
+            ok &= ~(((noncut >> q) & 1 == 1) & (sets[rows, q] > w))
+        rows, w, pat = rows[ok], w[ok], pat[ok]
+        out_sets.append(np.concatenate([sets[rows], w[:, None]], axis=1))
+        out_pats.append(pat)
+    return np.concatenate(out_sets), np.concatenate(out_pats)
+
+
+def connected_sets(graphs: GraphBatch, k: int, adj: Adjacency | None = None,
+                   min_size: int = 1) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Every connected induced node set of size ``min_size..k`` of every graph of the batch.
+
+    Yields ``(s, sets, patterns)`` slices, sizes in increasing order (several slices per size
+    when the level is large): ``sets`` (R, s) int64 global node ids in insertion order,
+    ``patterns`` (R,) int64 their adjacency patterns. The graph of a row is
+    ``graphs.node_graph[sets[:, 0]]``. Rows of one graph appear in an order that depends only
+    on that graph (and, for sizes past the first slice, on how the slices fell: sort them if a
+    canonical order matters).
+    """
+    adj = adj or Adjacency(graphs)
+    n = graphs.n_nodes
+    level = np.arange(n, dtype=np.int64)[:, None]
+    pats = np.zeros(n, dtype=np.int64)
+    if min_size <= 1 and n:
+        yield 1, level, pats
+    deg = adj.degrees()
+    for s in range(2, k + 1):
+        # slice the parents so that each step's candidate pairs stay below ROWS_PER_STEP
+        work = deg[level].sum(axis=1) if len(level) else np.zeros(0, dtype=np.int64)
+        bounds = _slices(work, ROWS_PER_STEP)
+        last = s == k
+        children, child_pats = [], []
+        for a, b in bounds:
+            c, cp = _extend(adj, level[a:b], pats[a:b])
+            if last:
+                if s >= min_size and len(c):
+                    yield s, c, cp
+            else:
+                children.append(c)
+                child_pats.append(cp)
+        if last:
+            break
+        level = np.concatenate(children) if children else np.zeros((0, s), dtype=np.int64)
+        pats = np.concatenate(child_pats) if child_pats else np.zeros(0, dtype=np.int64)
+        if s >= min_size and len(level):
+            yield s, level, pats
+
+
+def _slices(work: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """Consecutive (a, b) ranges of rows whose summed ``work`` stays near ``budget``."""
+    if len(work) == 0:
+        return []
+    csum = np.cumsum(work)
+    cuts = np.searchsorted(csum, np.arange(budget, int(csum[-1]), budget), side="right")
+    edges = np.unique(np.concatenate([[0], cuts, [len(work)]]))
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+# ------------------------------------------------------------------ sampling
+def graph_hashes(graphs: GraphBatch) -> np.ndarray:
+    """(G,) uint64 stable hash of each graph's structure (node count and edge list as stored).
+
+    Depends only on the graph, never on its position in a batch; node labels are not
+    included (the samples of the unlabelled graphlet kernel depend only on the structure).
+    """
+    e = graphs.edges.astype(np.int64)
+    eg = graphs.edge_graph
+    pos = np.arange(len(e), dtype=np.int64) - (graphs.edge_offsets[:-1] - graphs.edge_offsets[0])[eg]
+    h_edges = mix(combine(pos, e[:, 0], e[:, 1])) if len(e) else np.zeros(0, dtype=np.uint64)
+    from gramdist.kernels.hashing import segment_sum_u64
+
+    sums = segment_sum_u64(h_edges, eg, len(graphs))
+    return combine(graphs.nodes_per_graph.astype(np.int64), graphs.edges_per_graph.astype(np.int64), sums)
+
+
+def sample_subsets(graphs: GraphBatch, k: int, m: int, seed: int,
+                   which: np.ndarray | None = None,
+                   hashes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``m`` uniform random ``k``-subsets of every graph with at least ``k`` nodes.
+
+    Returns ``(graph_index, sets)``: (G'·m,) int64 and (G'·m, k) int64 global node ids (distinct
+    within a row). Draw ``i`` of sample ``t`` of graph ``g`` is the top 53 bits of output
+    ``t k + i`` of a splitmix64 stream seeded with ``combine(seed, hash(g))``, scaled to
+    ``[0, n - i)``, made distinct from the earlier
+    draws by skipping over them in increasing order: a uniform ordered sample without
+    replacement, a pure function of (seed, graph content, t). ``which`` restricts the draws to
+    some graphs (indices into the batch); ``hashes`` passes precomputed :func:`graph_hashes`.
+    """
+    n = graphs.nodes_per_graph.astype(np.int64)
+    which = np.arange(len(graphs), dtype=np.int64) if which is None else np.asarray(which, dtype=np.int64)
+    eligible = which[n[which] >= k]
+    if len(eligible) == 0 or m == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, k), dtype=np.int64)
+    hashes = graph_hashes(graphs) if hashes is None else hashes
+    state = combine(np.uint64(seed & 0xFFFFFFFFFFFFFFFF), hashes[eligible])
+    g = np.repeat(eligible, m)
+    counter = np.tile(np.arange(m, dtype=np.uint64) * np.uint64(k), len(eligible))
+    base = np.repeat(state, m)
+    ng = n[g]
+    chosen = np.zeros((len(g), k), dtype=np.int64)
+    for i in range(k):
+        with np.errstate(over="ignore"):  # splitmix64: mix(state + counter * golden)
+            z = base + (counter + np.uint64(i)) * _GOLDEN
+        u = (mix(z) >> np.uint64(11)).astype(np.float64)
+        x = np.floor(u * (2.0 ** -53) * (ng - i)).astype(np.int64)
+        x = np.minimum(x, ng - i - 1)
+        if i:
+            prev = np.sort(chosen[:, :i], axis=1)
+            for j in range(i):  # skip the already chosen values, smallest first
+                x += x >= prev[:, j]
+        chosen[:, i] = x
+    first = (graphs.node_offsets[:-1] - graphs.node_offsets[0])[g]
+    return g, chosen + first[:, None]
+
+
+def subset_patterns(adj: Adjacency, sets: np.ndarray) -> np.ndarray:
+    """(R,) adjacency patterns of node rows ``sets`` (R, s)."""
+    s = sets.shape[1]
+    pat = np.zeros(len(sets), dtype=np.int64)
+    ctx = adj.context(sets[:, 0]) if len(sets) else None
+    for b in range(s):
+        for a in range(b):
+            pat |= adj.test(sets[:, a], sets[:, b], ctx).astype(np.int64) << (b * (b - 1) // 2 + a)
+    return pat
+
+
+__all__ = ["Adjacency", "connected_sets", "sample_subsets", "subset_patterns", "graph_hashes",
+           "BITMAP_LIMIT_BITS", "ROWS_PER_STEP"]

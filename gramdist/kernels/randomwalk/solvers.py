@@ -1,0 +1,353 @@
+"""The three ways gramdist evaluates random-walk kernels (see ``kernel.py`` for the definition).
+
+* :func:`walk_features` — explicit features ``sqrt(mu_t) c_s``: the number of walks of each
+  length ``t <= T`` with each sequence of node (and edge) labels, by dynamic programming over
+  (end node, label-sequence hash) states; :func:`series_terms` gives the weights ``mu_t``
+  (p-step: ``T = p``; unlabelled geometric / exponential: ``T`` from a rigorous tail bound).
+* :class:`SpectralEmbedding` / :func:`spectral_pairwise` — unlabelled graphs: ``A = V diag(w) V^T``
+  once per graph in ``embed``; then ``1^T f(A ⊗ A') 1 = sum_ij s_i s'_j f(w_i w'_j)`` with
+  ``s = (V^T 1)^2``: O(n n') per pair, exact to rounding.
+* :func:`product_pairwise` — labelled graphs: the series ``sum_t mu_t 1^T W^t 1`` on the direct
+  product graph without forming it: ``W vec(X) = vec(M ∘ (A X A'))`` (the Kronecker identity,
+  masked by label agreement ``M``; a sum over edge labels when they are used), on dense blocks
+  holding every node pair of a group of graph pairs at once, with per-pair stopping.
+
+Every per-pair value is computed by arithmetic that involves only that pair's nodes, in an
+order fixed by the pair alone (sparse indicator products add sequentially), so a Gram is
+bitwise the same for any tile size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from gramdist.graphs import GraphBatch
+from gramdist.kernels.features.sparse_features import SparseFeatures
+from gramdist.kernels.hashing import combine, tag
+
+_WALK_TAG = tag("random_walk.walk")
+#: entries of a dense block (node pairs) per vectorised step
+BLOCK_ENTRIES = 1 << 22
+
+
+# ------------------------------------------------------------------ explicit
+def walk_features(graphs: GraphBatch, weights: list[float], node_labels: np.ndarray | None,
+                  edge_labels: np.ndarray | None) -> SparseFeatures:
+    """Rows ``phi_(t, s)(G) = sqrt(mu_t) c_s(G)`` for ``t = 0..len(weights)-1``, ``mu_t = weights[t]``.
+
+    ``c_s`` counts the walks of length ``t`` with label sequence ``s`` (node labels, and edge
+    labels when given), so ``<phi(G), phi(G')> = sum_t mu_t 1^T W_x^t 1`` (a pair of walks of
+    length t with one label sequence is one walk of the product graph). States are (end node,
+    hash of the sequence) with counts; duplicates merge after each step. Without labels there
+    is one state per node and step: ``c`` is ``1^T A^t`` and the cost O(t |E|).
+    """
+    n = graphs.n_nodes
+    labels = node_labels if node_labels is not None else np.zeros(n, dtype=np.int64)
+    indptr, nbrs, eids = graphs.arcs()
+    node = np.arange(n, dtype=np.int64)
+    h = combine(_WALK_TAG, labels)
+    cnt = np.ones(n, dtype=np.float64)
+    rows, keys, vals = [], [], []
+    for t, mu in enumerate(weights):
+        if t:
+            deg = indptr[node + 1] - indptr[node]
+            src = np.repeat(np.arange(len(node)), deg)
+            arc = _ranges(indptr[node], deg)
+            nxt = nbrs[arc]
+            step = labels[nxt] if edge_labels is None else combine(edge_labels[eids[arc]], labels[nxt])
+            h2 = combine(h[src], step)
+            c2 = cnt[src]
+            # merge states with the same (node, sequence): sort by (node, hash), sum counts
+            order = np.lexsort((h2, nxt))
+            nxt, h2, c2 = nxt[order], h2[order], c2[order]
+            new = np.ones(len(nxt), dtype=bool)
+            new[1:] = (nxt[1:] != nxt[:-1]) | (h2[1:] != h2[:-1])
+            starts = np.flatnonzero(new)
+            cnt = np.add.reduceat(c2, starts) if len(c2) else c2  # integer counts: exact below 2^53
+            node, h = nxt[starts], h2[starts]
+        if mu == 0:
+            continue
+        rows.append(graphs.node_graph[node])
+        keys.append(combine(np.int64(t), h))
+        vals.append(cnt * np.sqrt(mu))
+    if not rows:
+        return SparseFeatures.empty(len(graphs))
+    return SparseFeatures.from_pairs(np.concatenate(rows), np.concatenate(keys),
+                                     np.concatenate(vals), len(graphs))
+
+
+def series_terms(kind: str, lam: float, p: int, degree: int, tol: float) -> list[float]:
+    """Weights ``mu_0..mu_T`` of the kernel's series, truncated where it is exact to ``tol``.
+
+    p-step: ``lam^t`` for ``t <= p`` (no truncation). Geometric / exponential on graphs whose
+    largest degree is at most ``degree``: ``1^T A^t 1 <= n d^t``, so the terms after ``T`` add at
+    most ``n n' sum_{t > T} mu_t (d d')^t`` to a kernel value that is at least ``n n'`` (the
+    ``t = 0`` term): ``T`` is the first index where that relative tail is at most ``tol``.
+    """
+    if kind == "p_step":
+        return [lam ** t for t in range(p + 1)]
+    x = lam * float(degree) ** 2
+    mus = [1.0]
+    t = 0
+    while True:
+        tail = (x ** (t + 1) / (1.0 - x) if x > 0 else 0.0) if kind == "geometric" else _exp_tail(x, t)
+        if tail <= tol:
+            return mus
+        t += 1
+        if t > 100000:
+            raise ValueError("series too long: lam is too close to the convergence bound")
+        mus.append(lam ** t if kind == "geometric" else mus[-1] * lam / t)
+
+
+def _exp_tail(x: float, t: int) -> float:
+    """``sum_{j > t} x^j / j!`` (terms summed until they no longer change the sum)."""
+    term = 1.0
+    for j in range(1, t + 2):
+        term *= x / j
+    tail, j = 0.0, t + 1
+    while term > tail * 1e-17 and j < t + 100000:
+        tail += term
+        j += 1
+        term *= x / j
+    return tail
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    from gramdist.arrayops import ranges
+
+    return ranges(starts, counts)
+
+
+# ------------------------------------------------------------------ spectral
+@dataclass(eq=False)
+class SpectralEmbedding:
+    """Per graph: eigenvalues ``w`` of A and weights ``s = (V^T 1)^2`` (flat, with offsets).
+
+    Components with ``s_i <= 1e-14 n`` (eigenvectors orthogonal to the all-ones vector up to
+    rounding) are dropped: they change a kernel value by a relative ``1e-14`` at most.
+    """
+
+    offsets: np.ndarray
+    w: np.ndarray
+    s: np.ndarray
+    max_degree: np.ndarray
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_cache"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._cache = {}
+
+    def __getitem__(self, key: slice) -> SpectralEmbedding:
+        if isinstance(key, (int, np.integer)):
+            key = slice(int(key), int(key) + 1)
+        start, stop, step = key.indices(len(self))
+        if step != 1:
+            raise IndexError("random-walk embeddings slice with step 1 only")
+        stop = max(stop, start)
+        a, b = self.offsets[start], self.offsets[stop]
+        return SpectralEmbedding(self.offsets[start:stop + 1] - a, self.w[a:b].copy(), self.s[a:b].copy(),
+                                 self.max_degree[start:stop].copy())
+
+    @classmethod
+    def of(cls, graphs: GraphBatch) -> SpectralEmbedding:
+        ws, ss, lens = [], [], []
+        for x in graphs:
+            n = x.n_nodes
+            if n == 0:
+                lens.append(0)
+                continue
+            a = x.adjacency().toarray()
+            w, v = np.linalg.eigh(a)
+            s = v.sum(axis=0) ** 2
+            keep = s > 1e-14 * n
+            ws.append(w[keep])
+            ss.append(s[keep])
+            lens.append(int(keep.sum()))
+        offsets = np.zeros(len(graphs) + 1, dtype=np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        return cls(offsets, np.concatenate(ws) if ws else np.zeros(0), np.concatenate(ss) if ss else np.zeros(0),
+                   max_degrees(graphs))
+
+
+def spectral_pairwise(a: SpectralEmbedding, b: SpectralEmbedding, kind: str, lam: float) -> np.ndarray:
+    """(len(a), len(b)) ``sum_ij s_i s'_j f(w_i w'_j)`` per pair, tile-invariant arithmetic.
+
+    ``f(x) = 1 / (1 - lam x)`` (geometric) or ``exp(lam x)`` (exponential), evaluated in place
+    on blocks of (b's eigenvalues) x (a group of a's eigenvalues); sums over each b graph then
+    each a graph are sequential (sparse indicator products).
+    """
+    out = np.zeros((len(a), len(b)))
+    if len(a.w) == 0 or len(b.w) == 0:
+        return out
+    ind_b = _indicator(b.offsets)
+    for lo, hi in _groups(np.diff(a.offsets), max(1, BLOCK_ENTRIES // max(1, len(b.w)))):
+        e0, e1 = a.offsets[lo], a.offsets[hi]
+        v = np.multiply.outer(b.w, a.w[e0:e1])   # (Eb, ea)
+        if kind == "geometric":
+            v *= -lam
+            v += 1.0
+            np.reciprocal(v, out=v)
+        else:
+            v *= lam
+            np.exp(v, out=v)
+        v *= b.s[:, None]
+        v *= a.s[None, e0:e1]
+        col = ind_b @ v                           # (len(b), ea): sums over each b graph
+        ind_a = _indicator(a.offsets[lo:hi + 1] - e0)
+        out[lo:hi] = ind_a @ np.ascontiguousarray(col.T)
+    return out
+
+
+# ------------------------------------------------------------------ product
+def max_degrees(graphs: GraphBatch) -> np.ndarray:
+    """(G,) largest row sum of each graph's adjacency (a self-loop counts once)."""
+    deg = np.diff(graphs.adjacency().indptr)
+    out = np.zeros(len(graphs), dtype=np.int64)
+    if len(deg):
+        np.maximum.at(out, graphs.node_graph, deg)
+    return out
+
+
+def product_pairwise(a: GraphBatch, b: GraphBatch, kind: str, lam: float, p: int, tol: float,
+                     max_iter: int, use_labels: bool, use_edge_labels: bool) -> tuple[np.ndarray, int]:
+    """(len(a), len(b)) random-walk kernel values on the direct product graphs, and the largest
+    number of steps a pair needed.
+
+    ``X_0 = M``, ``X_t = c_t M ∘ (A X_{t-1} A')`` with ``c_t = lam`` (p-step, geometric) or
+    ``lam / t`` (exponential); a pair's value is ``sum_t sum(X_t)`` over its block. p-step stops
+    at ``t = p``; the series stop, pair by pair, at the first ``t`` whose tail bound is below
+    ``tol`` times the partial sum: with ``r = lam d d'`` (``d``, ``d'`` the largest degrees,
+    which bound the product graph's row sums) the tail after a term ``T_t`` is at most
+    ``T_t r / (1 - r)`` (geometric) and ``T_t q / (1 - q)``, ``q = r / (t + 1) <= 1/2``
+    (exponential).
+    """
+    out = np.zeros((len(a), len(b)))
+    steps = 0
+    if len(a) == 0 or len(b) == 0:
+        return out, steps
+    na = a.nodes_per_graph
+    da, db = max_degrees(a), max_degrees(b)
+    for lo, hi in _groups(na, max(1, BLOCK_ENTRIES // max(1, b.n_nodes))):
+        sub = a[lo:hi]
+        vals, st = _product_block(sub, b, da[lo:hi], db, kind, lam, p, tol, max_iter,
+                                  use_labels, use_edge_labels)
+        out[lo:hi] = vals
+        steps = max(steps, st)
+    return out, steps
+
+
+def _edge_label_adjacencies(g: GraphBatch, use_edge_labels: bool) -> dict:
+    """{edge label: symmetric CSR adjacency of the batch restricted to that label}."""
+    if not use_edge_labels or g.edge_labels is None:
+        return {0: g.adjacency()}
+    e = g.global_edges
+    out = {}
+    for lab in np.unique(g.edge_labels):
+        sel = e[g.edge_labels == lab]
+        from gramdist.graphs import _symmetric_csr
+
+        out[int(lab)] = _symmetric_csr(sel, g.n_nodes)
+    return out
+
+
+def _product_block(a: GraphBatch, b: GraphBatch, da: np.ndarray, db: np.ndarray, kind: str, lam: float,
+                   p: int, tol: float, max_iter: int, use_labels: bool,
+                   use_edge_labels: bool) -> tuple[np.ndarray, int]:
+    """The series for every pair (a graph of ``a``, a graph of ``b``) at once.
+
+    ``X`` holds all node pairs (rows: a's nodes, columns: b's nodes; block (i, j) is pair (i, j)).
+    One step is ``M ∘ (A_a X A_b)``: a sparse product from the left, one transposed copy, a
+    sparse product from the left again — so ``X`` alternates between the (a, b) and (b, a)
+    orientations and SciPy never multiplies a non-contiguous array.
+    """
+    la = a.node_labels if (use_labels and a.node_labels is not None) else np.zeros(a.n_nodes, np.int64)
+    lb = b.node_labels if (use_labels and b.node_labels is not None) else np.zeros(b.n_nodes, np.int64)
+    masks = [(la[:, None] == lb[None, :]).astype(np.float64)]
+    masks.append(np.ascontiguousarray(masks[0].T))
+    adj = [_edge_label_adjacencies(a, use_edge_labels), _edge_label_adjacencies(b, use_edge_labels)]
+    common = sorted(set(adj[0]) & set(adj[1]))
+    ind = [_indicator(a.node_offsets - a.node_offsets[0]), _indicator(b.node_offsets - b.node_offsets[0])]
+
+    def pair_sums(x: np.ndarray, o: int) -> np.ndarray:
+        # rows of each graph first (sequential), then the small transposed block's columns
+        rows = ind[o] @ x                       # (graphs on x's row side, nodes on its column side)
+        out = ind[1 - o] @ np.ascontiguousarray(rows.T)
+        return out if o == 1 else out.T         # always (len(a), len(b))
+
+    x, o = masks[0], 0
+    total = pair_sums(x, o)
+    if kind == "p_step" and p == 0:
+        return total, 0
+    r = lam * da[:, None].astype(np.float64) * db[None, :].astype(np.float64)
+    done = np.zeros(total.shape, dtype=bool)
+    result = np.zeros(total.shape)
+    t = 0
+    while True:
+        t += 1
+        y = None
+        for lab in common:
+            z = adj[o][lab] @ x                            # A_left X
+            z = adj[1 - o][lab] @ np.ascontiguousarray(z.T)  # A_right (A_left X)^T
+            y = z if y is None else y + z
+        o = 1 - o
+        coef = lam if kind != "exponential" else lam / t
+        if y is None:
+            x = np.zeros((x.shape[1], x.shape[0]))
+        else:
+            y *= masks[o]
+            y *= coef
+            x = y
+        term = pair_sums(x, o)
+        total = total + term
+        if kind == "p_step":
+            if t == p:
+                return total, t
+            continue
+        if kind == "geometric":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                bound = term * (r / (1.0 - r))
+        else:
+            q = r / (t + 1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                bound = np.where(q <= 0.5, term * (q / (1.0 - q)), np.inf)
+        stop = ~done & (bound <= tol * total)
+        result[stop] = total[stop]
+        done |= stop
+        if done.all():
+            return result, t
+        if t >= max_iter:
+            raise RuntimeError(f"random walk series did not reach tol={tol} in max_iter={max_iter} steps")
+
+
+def _indicator(offsets: np.ndarray) -> sp.csr_matrix:
+    """(G, offsets[-1]) CSR with ones at (g, i) for offsets[g] <= i < offsets[g+1]."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n = int(offsets[-1] - offsets[0])
+    return sp.csr_matrix((np.ones(n), np.arange(n, dtype=np.int64), offsets - offsets[0]),
+                         shape=(len(offsets) - 1, n))
+
+
+def _groups(sizes: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """Consecutive (lo, hi) graph ranges whose summed ``sizes`` stay within ``budget`` (>= 1 graph)."""
+    out, lo, acc = [], 0, 0
+    for i, s in enumerate(np.asarray(sizes).tolist()):
+        if i > lo and acc + s > budget:
+            out.append((lo, i))
+            lo, acc = i, 0
+        acc += s
+    if lo < len(sizes):
+        out.append((lo, len(sizes)))
+    return out
+
+
+__all__ = ["walk_features", "series_terms", "SpectralEmbedding", "spectral_pairwise", "product_pairwise",
+           "max_degrees", "BLOCK_ENTRIES"]
