@@ -71,7 +71,7 @@ feature there (e.g. an all-carbon triangle and an all-carbon wedge); here they a
 features, as the definition intends. Edge labels without node labels are ignored there;
 here ``use_edge_labels`` alone keys graphlets by their edge labels. Datasets without node
 labels: every node gets label 0 (``use_labels`` then changes nothing); without edge labels,
-``use_edge_labels`` raises an input error at embed.
+every edge gets label 0 (``use_edge_labels`` then changes nothing).
 
 Differences from GraKeL's ``GraphletSampling``
 ----------------------------------------------
@@ -278,13 +278,7 @@ class GraphletKernel(SparseFeatureKernel):
         k = self.k
         labels = graphs.node_labels if (self.use_labels and graphs.node_labels is not None) \
             else np.zeros(graphs.n_nodes, dtype=np.int64)
-        edge_labels = None
-        if self.use_edge_labels:
-            if graphs.edge_labels is None:
-                from gramdist.errors import InputError
-
-                raise InputError(f"kernel {self.name}: use_edge_labels is true but the graphs have no edge labels")
-            edge_labels = EdgeLabels(graphs)
+        edge_labels = EdgeLabels(graphs) if (self.use_edge_labels and graphs.edge_labels is not None) else None
         rows, keys = [], []
         for _s, sets, pats in connected_sets(graphs, k, min_size=k):
             kk, _, _ = labelled_forms(sets, pats, labels, edge_labels, _TAG_LABELLED)
