@@ -77,6 +77,9 @@ def labelled_forms(sets: np.ndarray, patterns: np.ndarray, node_labels: np.ndarr
         aut = tab.aut[c].astype(np.int64)  # (A, s)
         canon = int(tab.class_canon[c])
         edges = [(a, b) for b in range(s) for a in range(b) if (canon >> pair_index(a, b)) & 1]
+        if s == 3 and canon == 3:  # the path on 3 nodes, the bulk of k = 3: closed form
+            _paths3(rows_c, sets, patterns, tab, node_labels, edge_labels, salt, keys, order, n_aut)
+            continue
         step = max(1, _ROWS // max(1, len(aut)))
         for lo in range(0, len(rows_c), step):
             rows = rows_c[lo:lo + step]
@@ -98,6 +101,34 @@ def labelled_forms(sets: np.ndarray, patterns: np.ndarray, node_labels: np.ndarr
             seq = [col[pick, best] for col in cols]
             keys[rows] = combine(salt, np.int64(s), np.int64(canon), *seq)
     return keys, order, n_aut
+
+
+def _paths3(rows: np.ndarray, sets: np.ndarray, patterns: np.ndarray, tab, node_labels: np.ndarray,
+            edge_labels: EdgeLabels | None, salt: np.uint64, keys: np.ndarray, order: np.ndarray,
+            n_aut: np.ndarray) -> None:
+    """:func:`labelled_forms` of paths on 3 nodes without expanding the automorphisms.
+
+    In canonical order the centre is node 0 and the canonical edges are (0, 1), (0, 2), so the
+    smallest sequence puts the ends in increasing (label, edge label) order; the two orders tie
+    (two automorphisms) when the ends carry equal labels.
+    """
+    sig = tab.sigma[patterns[rows]].astype(np.int64)
+    nodes = np.take_along_axis(sets[rows], sig, axis=1)  # (centre, end, end)
+    lc, lx, ly = (node_labels[nodes[:, i]] for i in range(3))
+    if edge_labels is not None:
+        ex, ey = edge_labels(nodes[:, 0], nodes[:, 1]), edge_labels(nodes[:, 0], nodes[:, 2])
+    else:
+        ex = ey = np.zeros(len(rows), dtype=np.int64)
+    swap = (lx > ly) | ((lx == ly) & (ex > ey))
+    tie = (lx == ly) & (ex == ey)
+    first, second = np.where(swap, nodes[:, 2], nodes[:, 1]), np.where(swap, nodes[:, 1], nodes[:, 2])
+    order[rows, 0], order[rows, 1], order[rows, 2] = nodes[:, 0], first, second
+    n_aut[rows] = 1 + tie
+    l1, l2 = np.where(swap, ly, lx), np.where(swap, lx, ly)
+    seq = [lc, l1, l2]
+    if edge_labels is not None:
+        seq += [np.where(swap, ey, ex), np.where(swap, ex, ey)]
+    keys[rows] = combine(salt, np.int64(3), np.int64(3), *seq)
 
 
 __all__ = ["EdgeLabels", "labelled_forms"]

@@ -193,6 +193,35 @@ def connected_sets(graphs: GraphBatch, k: int, adj: Adjacency | None = None,
             yield s, level, pats
 
 
+def three_node_sets(graphs: GraphBatch, adj: Adjacency | None = None) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """The connected 3-node sets of every graph, faster than :func:`connected_sets` for k = 3.
+
+    Every pair of neighbours ``a < b`` of a centre ``c`` is a wedge ``(c, a, b)`` (pattern 3:
+    ``c`` adjacent to both) when ``a`` and ``b`` are not adjacent, and a triangle (pattern 7)
+    when they are, kept once, from its smallest node. Rows are in that order, so their patterns
+    are the canonical ones. Yields ``(3, sets, patterns)`` slices like :func:`connected_sets`.
+    """
+    adj = adj or Adjacency(graphs)
+    deg = adj.degrees()
+    pairs = deg * (deg - 1) // 2
+    for lo, hi in _slices(pairs, ROWS_PER_STEP):
+        c0 = np.arange(lo, hi, dtype=np.int64)
+        d = deg[lo:hi]
+        arcs = ranges(adj.indptr[lo:hi], d)
+        centre = np.repeat(c0, d)
+        pos = arcs - adj.indptr[centre]
+        later = deg[centre] - 1 - pos           # partners after each arc in the centre's list
+        first = np.repeat(arcs, later)
+        second = ranges(arcs + 1, later)
+        a, b, c = adj.nbrs[first], adj.nbrs[second], np.repeat(centre, later)
+        closed = adj.test(a, b, adj.context(c))
+        keep = ~closed | (c < a)
+        rows = np.stack([c[keep], a[keep], b[keep]], axis=1)
+        pats = np.where(closed[keep], 7, 3).astype(np.int64)
+        if len(rows):
+            yield 3, rows, pats
+
+
 def _slices(work: np.ndarray, budget: int) -> list[tuple[int, int]]:
     """Consecutive (a, b) ranges of rows whose summed ``work`` stays near ``budget``."""
     if len(work) == 0:
@@ -271,5 +300,5 @@ def subset_patterns(adj: Adjacency, sets: np.ndarray) -> np.ndarray:
     return pat
 
 
-__all__ = ["Adjacency", "connected_sets", "sample_subsets", "subset_patterns", "graph_hashes",
+__all__ = ["Adjacency", "connected_sets", "three_node_sets", "sample_subsets", "subset_patterns", "graph_hashes",
            "BITMAP_LIMIT_BITS", "ROWS_PER_STEP"]

@@ -104,6 +104,7 @@ from gramdist.kernels.graphlets.enumerate import (
     graph_hashes,
     sample_subsets,
     subset_patterns,
+    three_node_sets,
 )
 from gramdist.kernels.graphlets.patterns import tables
 from gramdist.kernels.hashing import combine, tag
@@ -122,7 +123,9 @@ def connected_class_counts(graphs: GraphBatch, k: int, sizes: range | None = Non
     """(G, n_classes(s)) int64 counts of connected induced subgraphs per class, for sizes ``sizes``."""
     sizes = sizes or range(k, k + 1)
     out = {s: np.zeros((len(graphs), tables(s).n_classes), dtype=np.int64) for s in sizes}
-    for s, sets, pats in connected_sets(graphs, k, adj=adj, min_size=min(sizes)):
+    gen = three_node_sets(graphs, adj) if list(sizes) == [3] else \
+        connected_sets(graphs, k, adj=adj, min_size=min(sizes))
+    for s, sets, pats in gen:
         if s not in out:
             continue
         tab = tables(s)
@@ -280,7 +283,8 @@ class GraphletKernel(SparseFeatureKernel):
             else np.zeros(graphs.n_nodes, dtype=np.int64)
         edge_labels = EdgeLabels(graphs) if (self.use_edge_labels and graphs.edge_labels is not None) else None
         rows, keys = [], []
-        for _s, sets, pats in connected_sets(graphs, k, min_size=k):
+        gen = three_node_sets(graphs) if k == 3 else connected_sets(graphs, k, min_size=k)
+        for _s, sets, pats in gen:
             kk, _, _ = labelled_forms(sets, pats, labels, edge_labels, _TAG_LABELLED)
             rows.append(graphs.node_graph[sets[:, 0]])
             keys.append(kk)
