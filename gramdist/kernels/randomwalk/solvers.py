@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.features.sparse_features import SparseFeatures
@@ -31,6 +32,8 @@ from gramdist.kernels.hashing import combine, tag
 _WALK_TAG = tag("random_walk.walk")
 #: entries of a dense block (node pairs) per vectorised step
 BLOCK_ENTRIES = 1 << 22
+#: product-graph nodes (equally labelled node pairs) per block of graph pairs, product solver
+GROUP_ENTRIES = 1 << 17
 
 
 # ------------------------------------------------------------------ explicit
@@ -229,61 +232,133 @@ def product_pairwise(a: GraphBatch, b: GraphBatch, kind: str, lam: float, p: int
     which bound the product graph's row sums) the tail after a term ``T_t`` is at most
     ``T_t r / (1 - r)`` (geometric) and ``T_t q / (1 - q)``, ``q = r / (t + 1) <= 1/2``
     (exponential).
+
+    Only the label-matching node pairs are stored: with the nodes of each side sorted by label,
+    ``M ∘ X`` is a set of dense blocks ``X_l`` (nodes labelled ``l`` on both sides, every graph
+    pair of the group at once) and ``(A X A')_l = sum_l' A[l, l'] X_l' A'[l', l]`` over the label
+    pairs joined by edges on both sides: a sum of sparse-times-dense products on blocks that
+    hold only product-graph nodes (D&D: 17 times fewer entries than all node pairs).
     """
     out = np.zeros((len(a), len(b)))
     steps = 0
     if len(a) == 0 or len(b) == 0:
         return out, steps
-    na = a.nodes_per_graph
     da, db = max_degrees(a), max_degrees(b)
-    for lo, hi in _groups(na, max(1, BLOCK_ENTRIES // max(1, b.n_nodes))):
-        sub = a[lo:hi]
-        vals, st = _product_block(sub, b, da[lo:hi], db, kind, lam, p, tol, max_iter,
-                                  use_labels, use_edge_labels)
-        out[lo:hi] = vals
-        steps = max(steps, st)
+    # blocks of (a graphs) x (b graphs) holding about GROUP_ENTRIES product nodes: small enough
+    # for the caches (on NCI1 4x faster than 16 times more), large enough that the Python loop
+    # over label pairs stays cheap; the share of node pairs with equal labels sets the side
+    la, lb = _labels(a, use_labels), _labels(b, use_labels)
+    both = np.union1d(la, lb)
+    pa = np.bincount(np.searchsorted(both, la), minlength=len(both)) / max(1, len(la))
+    pb = np.bincount(np.searchsorted(both, lb), minlength=len(both)) / max(1, len(lb))
+    share = max(float(pa @ pb), 1e-6)
+    side = int(np.clip(np.sqrt(GROUP_ENTRIES / share), 256, 16384))
+    groups_a = _groups(a.nodes_per_graph, side)
+    groups_b = _groups(b.nodes_per_graph, side)
+    sides_b = [_Side(b[lo:hi], _labels(b[lo:hi], use_labels), use_edge_labels) for lo, hi in groups_b]
+    for lo, hi in groups_a:
+        side_a = _Side(a[lo:hi], _labels(a[lo:hi], use_labels), use_edge_labels)
+        for (blo, bhi), side_b in zip(groups_b, sides_b):
+            vals, st = _product_block(side_a, side_b, da[lo:hi], db[blo:bhi], kind, lam, p, tol, max_iter)
+            out[lo:hi, blo:bhi] = vals
+            steps = max(steps, st)
     return out, steps
 
 
-def _edge_label_adjacencies(g: GraphBatch, use_edge_labels: bool) -> dict:
-    """{edge label: symmetric CSR adjacency of the batch restricted to that label}."""
-    if not use_edge_labels or g.edge_labels is None:
-        return {0: g.adjacency()}
-    e = g.global_edges
-    out = {}
-    for lab in np.unique(g.edge_labels):
-        sel = e[g.edge_labels == lab]
+def _labels(g: GraphBatch, use_labels: bool) -> np.ndarray:
+    if use_labels and g.node_labels is not None:
+        return g.node_labels.astype(np.int64)
+    return np.zeros(g.n_nodes, dtype=np.int64)
+
+
+class _Side:
+    """One side of a block of graph pairs: its nodes sorted by (label, node), the blocks
+    ``A[l, l']`` of its adjacency (per edge label) and per-label graph indicators."""
+
+    def __init__(self, g: GraphBatch, labels: np.ndarray, use_edge_labels: bool) -> None:
+        self.n_graphs = len(g)
+        keep = np.unique(labels)
+        order = np.argsort(labels, kind="stable")
+        self.order = order
+        lab = labels[order]
+        self.bounds = {int(v): (int(i), int(j)) for v, i, j in zip(
+            keep, np.searchsorted(lab, keep, side="left"), np.searchsorted(lab, keep, side="right"))}
+        rank = np.empty(g.n_nodes, dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        e = g.global_edges
+        elab = (g.edge_labels if (use_edge_labels and g.edge_labels is not None) else
+                np.zeros(g.n_edges, dtype=np.int64))
         from gramdist.graphs import _symmetric_csr
 
-        out[int(lab)] = _symmetric_csr(sel, g.n_nodes)
-    return out
+        # {edge label: adjacency over the kept nodes in sorted order}, then its label blocks
+        self.blocks: dict = {}
+        for el in np.unique(elab) if len(elab) else []:
+            sel = e[elab == el]
+            m = _symmetric_csr(np.stack([rank[sel[:, 0]], rank[sel[:, 1]]], axis=1), len(order))
+            for l1, (i0, i1) in self.bounds.items():
+                rows = m[i0:i1]
+                if rows.nnz == 0:
+                    continue
+                for l2 in np.unique(lab[rows.indices]).tolist():  # labels the rows reach
+                    j0, j1 = self.bounds[l2]
+                    blk = rows[:, j0:j1]
+                    if blk.nnz:
+                        blk.sort_indices()
+                        self.blocks[(l1, l2, int(el))] = blk.tocsr()
+        graph = g.node_graph[order]
+        self.ind = {lab_: _indicator_cols(graph[i0:i1], len(g)) for lab_, (i0, i1) in self.bounds.items()}
 
 
-def _product_block(a: GraphBatch, b: GraphBatch, da: np.ndarray, db: np.ndarray, kind: str, lam: float,
-                   p: int, tol: float, max_iter: int, use_labels: bool,
-                   use_edge_labels: bool) -> tuple[np.ndarray, int]:
-    """The series for every pair (a graph of ``a``, a graph of ``b``) at once.
+def _spmm_add(m: sp.csr_matrix, x: np.ndarray, out: np.ndarray) -> None:
+    """``out += m @ x`` in place (C-contiguous float64 ``x`` and ``out``), through SciPy's own
+    ``csr_matvecs`` kernel (what ``m @ x`` runs, without its per-call overhead and temporary):
+    each output entry adds its products in the CSR order of its row."""
+    _csr_matvecs(m.shape[0], m.shape[1], x.shape[1], m.indptr, m.indices, m.data, x.ravel(), out.ravel())
 
-    ``X`` holds all node pairs (rows: a's nodes, columns: b's nodes; block (i, j) is pair (i, j)).
-    One step is ``M ∘ (A_a X A_b)``: a sparse product from the left, one transposed copy, a
-    sparse product from the left again — so ``X`` alternates between the (a, b) and (b, a)
-    orientations and SciPy never multiplies a non-contiguous array.
+
+def _indicator_cols(graph_of_col: np.ndarray, n_graphs: int) -> sp.csr_matrix:
+    """(n_graphs, len(graph_of_col)) CSR with a one at (graph, column), columns in order."""
+    n = len(graph_of_col)
+    order = np.argsort(graph_of_col, kind="stable")
+    indptr = np.zeros(n_graphs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(graph_of_col, minlength=n_graphs), out=indptr[1:])
+    return sp.csr_matrix((np.ones(n), order.astype(np.int64), indptr), shape=(n_graphs, n))
+
+
+def _product_block(side_a: _Side, side_b: _Side, da: np.ndarray, db: np.ndarray, kind: str, lam: float,
+                   p: int, tol: float, max_iter: int) -> tuple[np.ndarray, int]:
+    """The series for every pair (a graph of side a, a graph of side b) at once, on label blocks.
+
+    ``x[l]`` is the block of label ``l``. One step is ``sum_l' A[l, l'] X_l' A'[l', l]``: a
+    sparse product from the left, one transposed copy, a sparse product from the left again —
+    so the blocks alternate between the (a, b) and (b, a) orientations and SciPy never
+    multiplies a non-contiguous array. Labels and label pairs are visited in sorted order; one
+    that a pair's graphs lack adds exact zeros to its entries, and a pair's entries only ever
+    meet its own graphs' nodes, so its arithmetic ignores the rest of the group.
     """
-    la = a.node_labels if (use_labels and a.node_labels is not None) else np.zeros(a.n_nodes, np.int64)
-    lb = b.node_labels if (use_labels and b.node_labels is not None) else np.zeros(b.n_nodes, np.int64)
-    masks = [(la[:, None] == lb[None, :]).astype(np.float64)]
-    masks.append(np.ascontiguousarray(masks[0].T))
-    adj = [_edge_label_adjacencies(a, use_edge_labels), _edge_label_adjacencies(b, use_edge_labels)]
-    common = sorted(set(adj[0]) & set(adj[1]))
-    ind = [_indicator(a.node_offsets - a.node_offsets[0]), _indicator(b.node_offsets - b.node_offsets[0])]
+    sides = [side_a, side_b]
+    na, nb = side_a.n_graphs, side_b.n_graphs
+    labels = sorted(set(side_a.bounds) & set(side_b.bounds))
+    # the label-pair / edge-label triples with edges on both sides, in sorted order
+    steps_of = {l1: [(l2, el) for (x1, l2, el) in sorted(side_a.blocks) if x1 == l1
+                     and (l1, l2, el) in side_b.blocks] for l1 in labels}
 
-    def pair_sums(x: np.ndarray, o: int) -> np.ndarray:
-        # rows of each graph first (sequential), then the small transposed block's columns
-        rows = ind[o] @ x                       # (graphs on x's row side, nodes on its column side)
-        out = ind[1 - o] @ np.ascontiguousarray(rows.T)
-        return out if o == 1 else out.T         # always (len(a), len(b))
+    def size(o: int, lab: int) -> tuple[int, int]:
+        i0, i1 = sides[o].bounds[lab]
+        j0, j1 = sides[1 - o].bounds[lab]
+        return i1 - i0, j1 - j0
 
-    x, o = masks[0], 0
+    def pair_sums(x: dict, o: int) -> np.ndarray:
+        total = np.zeros((nb, na) if o == 0 else (na, nb))  # (graphs of 1-o, graphs of o)
+        for lab in labels:
+            ind_o = sides[o].ind[lab]
+            rows = np.zeros((ind_o.shape[0], x[lab].shape[1]))
+            _spmm_add(ind_o, x[lab], rows)                        # sums over side o's nodes
+            _spmm_add(sides[1 - o].ind[lab], np.ascontiguousarray(rows.T), total)
+        return total.T if o == 0 else total
+
+    x = {lab: np.ones(size(0, lab)) for lab in labels}
+    o = 0
     total = pair_sums(x, o)
     if kind == "p_step" and p == 0:
         return total, 0
@@ -293,19 +368,19 @@ def _product_block(a: GraphBatch, b: GraphBatch, da: np.ndarray, db: np.ndarray,
     t = 0
     while True:
         t += 1
-        y = None
-        for lab in common:
-            z = adj[o][lab] @ x                            # A_left X
-            z = adj[1 - o][lab] @ np.ascontiguousarray(z.T)  # A_right (A_left X)^T
-            y = z if y is None else y + z
-        o = 1 - o
         coef = lam if kind != "exponential" else lam / t
-        if y is None:
-            x = np.zeros((x.shape[1], x.shape[0]))
-        else:
-            y *= masks[o]
-            y *= coef
-            x = y
+        y = {}
+        for lab in labels:
+            acc = np.zeros(size(1 - o, lab))
+            for l2, el in steps_of[lab]:
+                left = sides[o].blocks[(lab, l2, el)]
+                z = np.zeros((left.shape[0], x[l2].shape[1]))
+                _spmm_add(left, x[l2], z)                                       # A_o[l, l'] X_l'
+                _spmm_add(sides[1 - o].blocks[(lab, l2, el)], np.ascontiguousarray(z.T), acc)  # += A_1-o[l, l'] (.)^T
+            acc *= coef
+            y[lab] = acc
+        o = 1 - o
+        x = y
         term = pair_sums(x, o)
         total = total + term
         if kind == "p_step":
