@@ -210,21 +210,26 @@ class CSMKernel(GraphKernel):
         if self.node_attributes:
             return self._embed_attributed(graphs)
         w = self.size_weights()
-        rows, keys, vals = [], [], []
+        rows, keys, codes = [], [], []
         for s, sets, _pats, kk, _order, n_aut in self._forms(graphs):
             rows.append(graphs.node_graph[sets[:, 0]])
             keys.append(kk)
-            vals.append(np.full(len(kk), s, dtype=np.int64) * 1000 + n_aut)  # (size, |Aut|) code
+            codes.append(np.full(len(kk), s, dtype=np.int64) * 1000 + n_aut)  # (size, |Aut_L|) of the class
         if not rows:
             return SparseFeatures.empty(len(graphs))
-        counts = SparseFeatures.from_pairs(np.concatenate(rows), np.concatenate(keys), 1.0, len(graphs))
-        # the (size, |Aut_L|) of each key: any of its copies (the same for all)
-        k_all, code_all = np.concatenate(keys), np.concatenate(vals)
-        o = np.argsort(k_all, kind="stable")
-        pos = np.searchsorted(k_all[o], counts.keys)
-        code = code_all[o][pos]
+        g, k, code = np.concatenate(rows), np.concatenate(keys), np.concatenate(codes)
+        order = np.argsort(k)  # equal keys are equal copies: an unstable sort is enough ...
+        order = order[np.argsort(g[order], kind="stable")]  # ... then by graph (small ints: radix)
+        g, k, code = g[order], k[order], code[order]
+        new = np.ones(len(k), dtype=bool)
+        new[1:] = (g[1:] != g[:-1]) | (k[1:] != k[:-1])
+        starts = np.flatnonzero(new)
+        counts = np.diff(np.append(starts, len(k))).astype(np.float64)
+        code = code[starts]  # the same for every copy of a class
         factor = np.sqrt(w[code // 1000] * (code % 1000).astype(np.float64))
-        return SparseFeatures(counts.indptr, counts.keys, counts.values * factor)
+        indptr = np.zeros(len(graphs) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(g[starts], minlength=len(graphs)), out=indptr[1:])
+        return SparseFeatures(indptr, k[starts], counts * factor)
 
     def pairwise(self, a, b, state: KernelState) -> np.ndarray:
         if isinstance(a, SparseFeatures):

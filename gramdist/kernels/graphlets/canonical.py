@@ -38,14 +38,23 @@ class EdgeLabels:
         labels = np.concatenate([lab, lab])
         order = np.argsort(keys, kind="stable")
         self.keys, self.labels, self.n = keys[order], labels[order], n
+        self.values = np.unique(self.labels)
+        self.ranks = np.searchsorted(self.values, self.labels)  # order-preserving small integers
 
-    def __call__(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    def _pos(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
         key = np.asarray(u, dtype=np.int64) * self.n + np.asarray(v, dtype=np.int64)
         pos = np.searchsorted(self.keys, key)
         pos = np.minimum(pos, len(self.keys) - 1)
         if len(self.keys) == 0 or not np.all(self.keys[pos] == key):
             raise ValueError("edge label asked for a pair of nodes that is not an edge")
-        return self.labels[pos]
+        return pos
+
+    def __call__(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return self.labels[self._pos(u, v)]
+
+    def rank(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """The rank of the label among the batch's edge labels (same order as the labels)."""
+        return self.ranks[self._pos(u, v)]
 
 
 def labelled_forms(sets: np.ndarray, patterns: np.ndarray, node_labels: np.ndarray,
@@ -69,6 +78,11 @@ def labelled_forms(sets: np.ndarray, patterns: np.ndarray, node_labels: np.ndarr
     r_count, s = sets.shape
     tab = tables(s)
     klass = tab.klass[patterns]
+    # labels as order-preserving ranks, to pack a whole sequence into one int64 when it fits
+    node_values = np.unique(node_labels)
+    node_rank = np.searchsorted(node_values, node_labels)
+    bits_n = max(1, int(len(node_values) - 1).bit_length())
+    bits_e = 0 if edge_labels is None else max(1, int(len(edge_labels.values) - 1).bit_length())
     keys = np.zeros(r_count, dtype=np.uint64)
     order = np.zeros((r_count, s), dtype=np.int64)
     n_aut = np.zeros(r_count, dtype=np.int64)
@@ -86,19 +100,36 @@ def labelled_forms(sets: np.ndarray, patterns: np.ndarray, node_labels: np.ndarr
             sig = tab.sigma[patterns[rows]].astype(np.int64)       # (r, s)
             orders = sig[:, aut]                                   # (r, A, s): position i <- sig[aut[a, i]]
             nodes = np.take_along_axis(sets[rows][:, None, :], orders, axis=2)  # (r, A, s)
-            cols = [node_labels[nodes[:, :, i]] for i in range(s)]
-            if edge_labels is not None:
-                cols += [edge_labels(nodes[:, :, a], nodes[:, :, b]) for a, b in edges]
-            cand = np.ones(nodes.shape[:2], dtype=bool)
-            big = np.iinfo(np.int64).max
-            for col in cols:
-                v = np.where(cand, col, big)
-                cand &= v == v.min(axis=1, keepdims=True)
-            best = np.argmax(cand, axis=1)
             pick = np.arange(len(rows))
-            order[rows] = nodes[pick, best]
+            if s * bits_n + len(edges) * bits_e <= 62:
+                # the sequence of ranks packed into one integer: its minimum is the smallest
+                # sequence (fixed-width fields, most significant first)
+                code = np.zeros(nodes.shape[:2], dtype=np.int64)
+                for i in range(s):
+                    code = (code << bits_n) | node_rank[nodes[:, :, i]]
+                if edge_labels is not None:
+                    for a, b in edges:
+                        code = (code << bits_e) | edge_labels.rank(nodes[:, :, a], nodes[:, :, b])
+                cand = code == code.min(axis=1, keepdims=True)
+                best = np.argmax(cand, axis=1)
+                chosen = nodes[pick, best]
+                seq = [node_labels[chosen[:, i]] for i in range(s)]
+                if edge_labels is not None:
+                    seq += [edge_labels(chosen[:, a], chosen[:, b]) for a, b in edges]
+            else:
+                cols = [node_labels[nodes[:, :, i]] for i in range(s)]
+                if edge_labels is not None:
+                    cols += [edge_labels(nodes[:, :, a], nodes[:, :, b]) for a, b in edges]
+                cand = np.ones(nodes.shape[:2], dtype=bool)
+                big = np.iinfo(np.int64).max
+                for col in cols:
+                    v = np.where(cand, col, big)
+                    cand &= v == v.min(axis=1, keepdims=True)
+                best = np.argmax(cand, axis=1)
+                chosen = nodes[pick, best]
+                seq = [col[pick, best] for col in cols]
+            order[rows] = chosen
             n_aut[rows] = cand.sum(axis=1)
-            seq = [col[pick, best] for col in cols]
             keys[rows] = combine(salt, np.int64(s), np.int64(canon), *seq)
     return keys, order, n_aut
 
