@@ -43,6 +43,8 @@ from gramdist.kernels.hashing import combine, mix
 
 #: bit matrices of a batch above this many bits (512 MiB) fall back to binary searches
 BITMAP_LIMIT_BITS = 1 << 32
+#: up to this many node pairs (128 MiB) a batch keeps one byte per pair instead of one bit
+BYTEMAP_LIMIT = 1 << 27
 #: candidate (set, neighbour) pairs handled per vectorised step (memory bound)
 ROWS_PER_STEP = 1 << 21
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -71,13 +73,19 @@ class Adjacency:
         self.sizes = sizes
         total_bits = int((sizes * sizes).sum())
         self.use_bitmap = total_bits <= BITMAP_LIMIT_BITS
+        self.packed = total_bits > BYTEMAP_LIMIT
         if self.use_bitmap:
             self.base = np.zeros(len(sizes) + 1, dtype=np.int64)
             np.cumsum(sizes * sizes, out=self.base[1:])
-            self.bits = np.zeros((total_bits + 7) // 8, dtype=np.uint8)
-            if len(src):  # each (u, v) bit is set once: adding distinct powers of two is OR
-                idx = self._bit_index(src, dst)
-                np.add.at(self.bits, idx >> 3, (np.uint8(1) << (idx & 7).astype(np.uint8)))
+            if self.packed:
+                self.bits = np.zeros((total_bits + 7) // 8, dtype=np.uint8)
+                if len(src):  # each (u, v) bit is set once: adding distinct powers of two is OR
+                    idx = self._bit_index(src, dst)
+                    np.add.at(self.bits, idx >> 3, (np.uint8(1) << (idx & 7).astype(np.uint8)))
+            else:  # one byte per node pair: fewer operations per test
+                self.bits = np.zeros(total_bits, dtype=bool)
+                if len(src):
+                    self.bits[self._bit_index(src, dst)] = True
         else:
             self.keys = src * n + dst  # sorted (lexsort by src then dst)
             self.n = n
@@ -105,6 +113,8 @@ class Adjacency:
         v = np.asarray(v, dtype=np.int64)
         if self.use_bitmap:
             idx = self._bit_index(u, v) if ctx is None else ctx[0] + u * ctx[1] + v
+            if not self.packed:
+                return self.bits[idx]
             return ((self.bits[idx >> 3] >> (idx & 7).astype(np.uint8)) & 1).astype(bool)
         key = u * self.n + v
         pos = np.searchsorted(self.keys, key)
@@ -121,32 +131,34 @@ def _extend(adj: Adjacency, sets: np.ndarray, pats: np.ndarray) -> tuple[np.ndar
     child_tab = tables(j + 1)
     shift = n_pairs(j)
     out_sets, out_pats = [], []
+    cols = [np.ascontiguousarray(sets[:, q]) for q in range(j)]
     for p in range(j):
-        m = sets[:, p]
+        m = cols[p]
         start = adj.indptr[m]
         deg = adj.indptr[m + 1] - start
         rows = np.repeat(np.arange(r_count, dtype=np.int64), deg)
         w = adj.nbrs[ranges(start, deg)]
-        keep = np.ones(len(w), dtype=bool)
-        bits = np.zeros(len(w), dtype=np.int64)
-        ctx = adj.context(w) if j > 1 else None
-        for q in range(j):
-            mq = sets[rows, q]
-            if q == p:
-                bits |= np.int64(1) << q
-                continue
-            keep &= w != mq
-            a = adj.test(w, mq, ctx)
-            if q < p:
-                keep &= ~a  # produced from the first member adjacent to w only
-            else:
-                bits |= a.astype(np.int64) << q
-        rows, w, bits = rows[keep], w[keep], bits[keep]
+        if p:  # produced from the first member adjacent to w only: drop w adjacent to an earlier one
+            ctx = adj.context(w)
+            keep = np.ones(len(w), dtype=bool)
+            for q in range(p):
+                mq = cols[q][rows]
+                keep &= (w != mq) & ~adj.test(w, mq, ctx)
+            rows, w = rows[keep], w[keep]
+        bits = np.full(len(w), np.int64(1) << p)
+        if j > 1:
+            ctx = adj.context(w)
+            keep = np.ones(len(w), dtype=bool)
+            for q in range(p + 1, j):
+                mq = cols[q][rows]
+                keep &= w != mq
+                bits |= adj.test(w, mq, ctx).astype(np.int64) << q
+            rows, w, bits = rows[keep], w[keep], bits[keep]
         pat = pats[rows] | (bits << shift)
         noncut = child_tab.noncut[pat]
         ok = (noncut >> j) & 1 == 1  # w must be a non-cut node of the child ...
         for q in range(j):  # ... and larger than every other non-cut node
-            ok &= ~(((noncut >> q) & 1 == 1) & (sets[rows, q] > w))
+            ok &= ~(((noncut >> q) & 1 == 1) & (cols[q][rows] > w))
         rows, w, pat = rows[ok], w[ok], pat[ok]
         out_sets.append(np.concatenate([sets[rows], w[:, None]], axis=1))
         out_pats.append(pat)
