@@ -138,6 +138,10 @@ def test_series_features_report_graphs_beyond_the_fitted_degree():
     emb = kern.embed(g, state)
     counts = kern.embedding_counts(emb)
     assert counts == {"above_fit_degree": 1}
+    import pickle  # the flag travels with the rows (workers, slices)
+
+    assert kern.embedding_counts(pickle.loads(pickle.dumps(emb))) == counts
+    assert kern.embedding_counts(emb[1:]) == counts and kern.embedding_counts(emb[:1]) == {"above_fit_degree": 0}
     assert "larger degree" in kern.report_embeddings(counts)[0]
     assert kern.report(state)[0].startswith("geometric random walk kernel")
 

@@ -98,6 +98,7 @@ from gramdist.kernels.base import GraphKernel, KernelState, check_param
 from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
 from gramdist.kernels.randomwalk.solvers import (
     SpectralEmbedding,
+    WalkFeatures,
     max_degrees,
     product_pairwise,
     series_terms,
@@ -226,18 +227,15 @@ class RandomWalkKernel(GraphKernel):
                 raise InputError(f"kernel {self.name}: fitted with node labels, but these graphs have none")
             if state.attrs["edge_labels"] and el is None:
                 raise InputError(f"kernel {self.name}: fitted with edge labels, but these graphs have none")
-            emb = walk_features(graphs, [float(w) for w in state.attrs["weights"]], nl, el)
-            if self.kind != "p_step":
-                deg = max_degrees(graphs)
-                emb._cache["above_fit_degree"] = int(np.count_nonzero(deg > int(state.attrs["max_degree"])))
-            return emb
+            fit_degree = None if self.kind == "p_step" else int(state.attrs["max_degree"])
+            return walk_features(graphs, [float(w) for w in state.attrs["weights"]], nl, el, fit_degree)
         if route == "spectral":
             return SpectralEmbedding.of(graphs)
         return ProductEmbedding(graphs)
 
     def embedding_counts(self, emb) -> dict[str, int]:
-        if isinstance(emb, SparseFeatures):
-            return {"above_fit_degree": int(emb._cache.get("above_fit_degree", 0))}
+        if isinstance(emb, WalkFeatures):
+            return {"above_fit_degree": int(np.count_nonzero(emb.beyond_fit))}
         return {}
 
     def report_embeddings(self, counts: dict[str, int]) -> list[str]:

@@ -37,15 +37,50 @@ GROUP_ENTRIES = 1 << 17
 
 
 # ------------------------------------------------------------------ explicit
+@dataclass(eq=False)
+class WalkFeatures(SparseFeatures):
+    """Walk-count feature rows that also flag the graphs whose largest degree exceeds the one
+    the truncated series was fitted for (``beyond_fit``, 1 or 0 per graph), so the kernel can
+    count them whichever process holds the rows."""
+
+    beyond_fit: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.beyond_fit = np.zeros(len(self), dtype=np.int8) if self.beyond_fit is None else \
+            np.asarray(self.beyond_fit, dtype=np.int8)
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "beyond_fit": self.beyond_fit}
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self.beyond_fit = state["beyond_fit"]
+
+    def __getitem__(self, key) -> WalkFeatures:
+        if isinstance(key, (int, np.integer)):
+            i = int(key) + (len(self) if key < 0 else 0)
+            key = slice(i, i + 1)
+        rows = super().__getitem__(key)
+        idx = np.arange(len(self))[key] if isinstance(key, slice) else np.asarray(key, dtype=np.int64)
+        return WalkFeatures(rows.indptr, rows.keys, rows.values, beyond_fit=self.beyond_fit[idx])
+
+    def take(self, idx: np.ndarray) -> WalkFeatures:
+        rows = super().take(idx)
+        return WalkFeatures(rows.indptr, rows.keys, rows.values,
+                            beyond_fit=self.beyond_fit[np.asarray(idx, dtype=np.int64)])
+
+
 def walk_features(graphs: GraphBatch, weights: list[float], node_labels: np.ndarray | None,
-                  edge_labels: np.ndarray | None) -> SparseFeatures:
+                  edge_labels: np.ndarray | None, fit_degree: int | None = None) -> WalkFeatures:
     """Rows ``phi_(t, s)(G) = sqrt(mu_t) c_s(G)`` for ``t = 0..len(weights)-1``, ``mu_t = weights[t]``.
 
     ``c_s`` counts the walks of length ``t`` with label sequence ``s`` (node labels, and edge
     labels when given), so ``<phi(G), phi(G')> = sum_t mu_t 1^T W_x^t 1`` (a pair of walks of
     length t with one label sequence is one walk of the product graph). States are (end node,
     hash of the sequence) with counts; duplicates merge after each step. Without labels there
-    is one state per node and step: ``c`` is ``1^T A^t`` and the cost O(t |E|).
+    is one state per node and step: ``c`` is ``1^T A^t`` and the cost O(t |E|). ``fit_degree``:
+    flag the graphs of larger degree (``WalkFeatures.beyond_fit``).
     """
     n = graphs.n_nodes
     labels = node_labels if node_labels is not None else np.zeros(n, dtype=np.int64)
@@ -76,10 +111,12 @@ def walk_features(graphs: GraphBatch, weights: list[float], node_labels: np.ndar
         rows.append(graphs.node_graph[node])
         keys.append(combine(np.int64(t), h))
         vals.append(cnt * np.sqrt(mu))
+    beyond = (max_degrees(graphs) > fit_degree).astype(np.int8) if fit_degree is not None else None
     if not rows:
-        return SparseFeatures.empty(len(graphs))
-    return SparseFeatures.from_pairs(np.concatenate(rows), np.concatenate(keys),
-                                     np.concatenate(vals), len(graphs))
+        return WalkFeatures(np.zeros(len(graphs) + 1, np.int64), np.zeros(0, np.uint64), np.zeros(0),
+                            beyond_fit=beyond)
+    f = SparseFeatures.from_pairs(np.concatenate(rows), np.concatenate(keys), np.concatenate(vals), len(graphs))
+    return WalkFeatures(f.indptr, f.keys, f.values, beyond_fit=beyond)
 
 
 def series_terms(kind: str, lam: float, p: int, degree: int, tol: float) -> list[float]:
@@ -424,5 +461,5 @@ def _groups(sizes: np.ndarray, budget: int) -> list[tuple[int, int]]:
     return out
 
 
-__all__ = ["walk_features", "series_terms", "SpectralEmbedding", "spectral_pairwise", "product_pairwise",
+__all__ = ["WalkFeatures", "walk_features", "series_terms", "SpectralEmbedding", "spectral_pairwise", "product_pairwise",
            "max_degrees", "BLOCK_ENTRIES"]
