@@ -28,7 +28,9 @@ automorphisms ``Aut_L(T)`` of the class.
   map**, ``phi_T(G) = sqrt(lambda(|T|) |Aut_L(T)|) c_T(G)``. ``pairwise`` is a sparse dot
   product, feature stores and ``FeatureTransformer`` get the rows, and the cost is one
   enumeration per graph instead of one clique enumeration per pair (the DM paper reports CSM
-  on ENZYMES at 8 h 24 min and on D&D at more than 2 days).
+  on ENZYMES at 8 h 24 min and on D&D at more than 2 days; measured here on one loaded core,
+  k = 5: NCI1 3 s embedding + 5 s Gram, D&D ~200 s embedding of its 55 million connected sets
+  of <= 5 nodes + ~80 s Gram).
 * **With node attributes** (``node_attributes: true``): ``k_V(v, v') = [l(v) = l(v')]
   exp(-gamma ||x_v - x_v'||^2)`` (Dirac times Gaussian, the paper's choice for attributed
   graphs), ``k_E`` the Dirac kernel of edge labels. There is no finite feature map; ``pairwise``

@@ -30,7 +30,8 @@ classes of 2..5 nodes: 2 for k = 3, 6 for k = 4, 21 for k = 5).
 
 * ``"exact"``: every connected induced ``k``-node subgraph of each graph is enumerated
   (:mod:`~gramdist.kernels.graphlets.enumerate`: level-wise extension over CSR neighbourhoods,
-  each set once, classes by a lookup table over the ``2^(k(k-1)/2)`` adjacency patterns). With
+  each set once, classes by a lookup table over the ``2^(k(k-1)/2)`` adjacency patterns; for
+  ``k = 3`` directly as the pairs of neighbours of each centre node). With
   ``graphlets: all`` the disconnected counts follow exactly from the connected counts of sizes
   ``1..k`` by inclusion–exclusion (:mod:`~gramdist.kernels.graphlets.disconnected`), so exact
   "all" costs what exact "connected" costs. Cost: the number of connected sets of size <= k

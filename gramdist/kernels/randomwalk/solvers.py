@@ -9,8 +9,8 @@
   ``s = (V^T 1)^2``: O(n n') per pair, exact to rounding.
 * :func:`product_pairwise` — labelled graphs: the series ``sum_t mu_t 1^T W^t 1`` on the direct
   product graph without forming it: ``W vec(X) = vec(M ∘ (A X A'))`` (the Kronecker identity,
-  masked by label agreement ``M``; a sum over edge labels when they are used), on dense blocks
-  holding every node pair of a group of graph pairs at once, with per-pair stopping.
+  masked by label agreement ``M``; a sum over edge labels when they are used), on dense label
+  blocks holding the equally labelled node pairs of a group of graph pairs, per-pair stopping.
 
 Every per-pair value is computed by arithmetic that involves only that pair's nodes, in an
 order fixed by the pair alone (sparse indicator products add sequentially), so a Gram is
