@@ -17,8 +17,8 @@ How gramdist computes it (the same sum, grouped differently)
 Every ``phi`` is a pair of connected induced subgraphs ``G[S]``, ``H[S']`` of one labelled
 isomorphism class and a label-preserving isomorphism between them. So each graph's connected
 induced sets of size ``1..k`` are enumerated once in ``embed``
-(:mod:`~gramdist.kernels.graphlets.enumerate`, shared with the graphlet kernel) and put in
-canonical order (:mod:`~gramdist.kernels.graphlets.canonical`); the isomorphisms between two
+(:mod:`~gramdist.kernels.subgraphs`, shared with the graphlet kernel) and put in
+canonical order (:mod:`~gramdist.kernels.subgraphs`); the isomorphisms between two
 sets of one class ``T`` are the canonical order composed with the label-preserving
 automorphisms ``Aut_L(T)`` of the class.
 
@@ -71,10 +71,8 @@ from gramdist.errors import InputError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
 from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
-from gramdist.kernels.graphlets.canonical import EdgeLabels, labelled_forms
-from gramdist.kernels.graphlets.enumerate import connected_sets
-from gramdist.kernels.graphlets.patterns import tables
 from gramdist.kernels.hashing import tag
+from gramdist.kernels.subgraphs import EdgeLabels, connected_sets, labelled_forms, tables
 
 _TAG = tag("csm")
 MAX_K = 6

@@ -33,7 +33,7 @@ from functools import cache
 
 import numpy as np
 
-from gramdist.kernels.graphlets.patterns import adjacency_of, pair_index, tables
+from gramdist.kernels.subgraphs import adjacency_of, pair_index, tables
 
 
 def _components(adj: np.ndarray) -> list[list[int]]:

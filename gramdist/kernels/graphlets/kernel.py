@@ -29,7 +29,7 @@ classes of 2..5 nodes: 2 for k = 3, 6 for k = 4, 21 for k = 5).
 ``method``:
 
 * ``"exact"``: every connected induced ``k``-node subgraph of each graph is enumerated
-  (:mod:`~gramdist.kernels.graphlets.enumerate`: level-wise extension over CSR neighbourhoods,
+  (:mod:`~gramdist.kernels.subgraphs`: level-wise extension over CSR neighbourhoods,
   each set once, classes by a lookup table over the ``2^(k(k-1)/2)`` adjacency patterns; for
   ``k = 3`` directly as the pairs of neighbours of each centre node). With
   ``graphlets: all`` the disconnected counts follow exactly from the connected counts of sizes
@@ -58,7 +58,7 @@ divides by zero there and returns NaN).
 
 ``use_labels`` / ``use_edge_labels`` (exact connected only): **labelled graphlets**, each
 connected induced ``k``-node subgraph keyed by its class and its node labels (and edge labels)
-in canonical order (:mod:`~gramdist.kernels.graphlets.canonical`: the lexicographically
+in canonical order (:mod:`~gramdist.kernels.subgraphs`: the lexicographically
 smallest label sequence over the automorphisms of the class). For ``k = 3`` this is the
 labelled graphlet kernel of the TUDataset C++ baselines (``compute_graphlet_dense(ds,
 use_labels, use_edge_labels)``, Morris et al. 2020) with ``values: count``: counts of wedges
@@ -96,19 +96,20 @@ import numpy as np
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import KernelState, check_param
 from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
-from gramdist.kernels.graphlets.canonical import EdgeLabels, labelled_forms
 from gramdist.kernels.graphlets.disconnected import all_counts
-from gramdist.kernels.graphlets.enumerate import (
+from gramdist.kernels.hashing import combine, tag
+from gramdist.kernels.subgraphs import (
     ROWS_PER_STEP,
     Adjacency,
+    EdgeLabels,
     connected_sets,
     graph_hashes,
+    labelled_forms,
     sample_subsets,
     subset_patterns,
+    tables,
     three_node_sets,
 )
-from gramdist.kernels.graphlets.patterns import tables
-from gramdist.kernels.hashing import combine, tag
 
 _TAG = tag("graphlet")
 _TAG_LABELLED = tag("graphlet.labelled")

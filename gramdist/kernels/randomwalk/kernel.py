@@ -102,6 +102,7 @@ from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
 from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
 from gramdist.kernels.randomwalk.solvers import (
+    Series,
     SpectralEmbedding,
     WalkFeatures,
     max_degrees,
@@ -266,8 +267,8 @@ class RandomWalkKernel(GraphKernel):
         self._check_pairs(a.max_degree, b.max_degree)
         if isinstance(a, SpectralEmbedding):
             return spectral_pairwise(a, b, self.kind, float(self.lam))
-        vals, _ = product_pairwise(a.graphs, b.graphs, self.kind, float(self.lam), int(self.p), float(self.tol),
-                                   int(self.max_iter), bool(state.attrs["labels"]),
+        series = Series(self.kind, float(self.lam), int(self.p), float(self.tol), int(self.max_iter))
+        vals, _ = product_pairwise(a.graphs, b.graphs, series, bool(state.attrs["labels"]),
                                    bool(state.attrs["edge_labels"]))
         return vals
 

@@ -257,8 +257,20 @@ def max_degrees(graphs: GraphBatch) -> np.ndarray:
     return out
 
 
-def product_pairwise(a: GraphBatch, b: GraphBatch, kind: str, lam: float, p: int, tol: float,
-                     max_iter: int, use_labels: bool, use_edge_labels: bool) -> tuple[np.ndarray, int]:
+@dataclass(frozen=True)
+class Series:
+    """Which series the product solver sums: ``kind``, ``lam``, ``p`` (p-step), and for the
+    infinite ones the relative tail bound ``tol`` and the step cap ``max_iter``."""
+
+    kind: str
+    lam: float
+    p: int = 3
+    tol: float = 1e-10
+    max_iter: int = 10000
+
+
+def product_pairwise(a: GraphBatch, b: GraphBatch, series: Series, use_labels: bool,
+                     use_edge_labels: bool) -> tuple[np.ndarray, int]:
     """(len(a), len(b)) random-walk kernel values on the direct product graphs, and the largest
     number of steps a pair needed.
 
@@ -296,7 +308,7 @@ def product_pairwise(a: GraphBatch, b: GraphBatch, kind: str, lam: float, p: int
     for lo, hi in groups_a:
         side_a = _Side(a[lo:hi], _labels(a[lo:hi], use_labels), use_edge_labels)
         for (blo, bhi), side_b in zip(groups_b, sides_b):
-            vals, st = _product_block(side_a, side_b, da[lo:hi], db[blo:bhi], kind, lam, p, tol, max_iter)
+            vals, st = _product_block(side_a, side_b, da[lo:hi], db[blo:bhi], series)
             out[lo:hi, blo:bhi] = vals
             steps = max(steps, st)
     return out, steps
@@ -362,8 +374,8 @@ def _indicator_cols(graph_of_col: np.ndarray, n_graphs: int) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(n), order.astype(np.int64), indptr), shape=(n_graphs, n))
 
 
-def _product_block(side_a: _Side, side_b: _Side, da: np.ndarray, db: np.ndarray, kind: str, lam: float,
-                   p: int, tol: float, max_iter: int) -> tuple[np.ndarray, int]:
+def _product_block(side_a: _Side, side_b: _Side, da: np.ndarray, db: np.ndarray,
+                   series: Series) -> tuple[np.ndarray, int]:
     """The series for every pair (a graph of side a, a graph of side b) at once, on label blocks.
 
     ``x[l]`` is the block of label ``l``. One step is ``sum_l' A[l, l'] X_l' A'[l', l]``: a
@@ -373,6 +385,7 @@ def _product_block(side_a: _Side, side_b: _Side, da: np.ndarray, db: np.ndarray,
     that a pair's graphs lack adds exact zeros to its entries, and a pair's entries only ever
     meet its own graphs' nodes, so its arithmetic ignores the rest of the group.
     """
+    kind, lam, p, tol, max_iter = series.kind, series.lam, series.p, series.tol, series.max_iter
     sides = [side_a, side_b]
     na, nb = side_a.n_graphs, side_b.n_graphs
     labels = sorted(set(side_a.bounds) & set(side_b.bounds))
@@ -461,5 +474,5 @@ def _groups(sizes: np.ndarray, budget: int) -> list[tuple[int, int]]:
     return out
 
 
-__all__ = ["WalkFeatures", "walk_features", "series_terms", "SpectralEmbedding", "spectral_pairwise", "product_pairwise",
-           "max_degrees", "BLOCK_ENTRIES"]
+__all__ = ["WalkFeatures", "walk_features", "series_terms", "SpectralEmbedding", "spectral_pairwise", "Series",
+           "product_pairwise", "max_degrees", "BLOCK_ENTRIES", "GROUP_ENTRIES"]
