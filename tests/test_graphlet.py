@@ -324,7 +324,7 @@ def test_sampling_is_deterministic_per_graph_and_seed(mutag):
     state = kern.fit(mutag, seed=7)
     whole = kern.embed(mutag[:60], state)
     parts = [kern.embed(mutag[i:min(i + 13, 60)], state) for i in range(0, 60, 13)]
-    from gramdist.kernels.features.sparse_features import SparseFeatures
+    from gramdist.kernels.sparse import SparseFeatures
 
     joined = SparseFeatures.concat(parts)
     assert np.array_equal(whole.keys, joined.keys) and np.array_equal(whole.values, joined.values)

@@ -70,8 +70,8 @@ import scipy.sparse as sp
 from gramdist.errors import InputError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
-from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
 from gramdist.kernels.hashing import tag
+from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 from gramdist.kernels.subgraphs import EdgeLabels, connected_sets, labelled_forms, tables
 
 _TAG = tag("csm")

@@ -50,7 +50,7 @@ classes of 2..5 nodes: 2 for k = 3, 6 for k = 4, 21 for k = 5).
 graphlet set — ``C(n, k)`` for "all", the number of connected ``k``-sets for "connected"; for
 sampling, the sample frequencies) or ``"count"`` (raw counts ``f_G``; for sampling the unbiased
 estimate ``C(n, k) x`` frequency). The kernel is the dot product of these explicit feature
-vectors (:class:`~gramdist.kernels.features.sparse_features.SparseFeatures`, feature ids
+vectors (:class:`~gramdist.kernels.sparse.SparseFeatures`, feature ids
 ``combine(tag, k, canonical pattern)``), so feature stores and ``FeatureTransformer`` get the
 rows. A graph without any graphlet of the set (fewer than ``k`` nodes; for "connected", no
 connected ``k``-set) has the zero vector: its row of a cosine-normalised Gram is 0 (GraKeL
@@ -96,9 +96,9 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import KernelState, check_param
-from gramdist.kernels.features.sparse_features import SparseFeatureKernel, SparseFeatures
 from gramdist.kernels.graphlets.disconnected import all_counts
 from gramdist.kernels.hashing import combine, tag
+from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 from gramdist.kernels.subgraphs import (
     ROWS_PER_STEP,
     Adjacency,

@@ -100,7 +100,6 @@ import numpy as np
 from gramdist.errors import InputError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
-from gramdist.kernels.features.sparse_features import SparseFeatures, dot, sq_norms
 from gramdist.kernels.randomwalk.solvers import (
     Series,
     SpectralEmbedding,
@@ -111,6 +110,7 @@ from gramdist.kernels.randomwalk.solvers import (
     spectral_pairwise,
     walk_features,
 )
+from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 
 KINDS = ("p_step", "geometric", "exponential")
 #: graphs are grouped up to this many nodes to compute their K(g, g) in one call

@@ -26,8 +26,8 @@ import scipy.sparse as sp
 from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.features.sparse_features import SparseFeatures
 from gramdist.kernels.hashing import combine, tag
+from gramdist.kernels.sparse import SparseFeatures
 
 _WALK_TAG = tag("random_walk.walk")
 #: entries of a dense block (node pairs) per vectorised step
