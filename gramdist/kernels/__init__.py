@@ -56,6 +56,9 @@ KERNELS: dict[str, str] = {
     "graphhopper": "gramdist.kernels.graphhopper.kernel:GraphHopperKernel",
     "hgk_wl": "gramdist.kernels.hashgraph.kernel:HashWLKernel",
     "hgk_sp": "gramdist.kernels.hashgraph.kernel:HashSPKernel",
+    "graphlet": "gramdist.kernels.graphlets.kernel:GraphletKernel",
+    "random_walk": "gramdist.kernels.randomwalk.kernel:RandomWalkKernel",
+    "csm": "gramdist.kernels.csm.kernel:CSMKernel",
 }
 
 
