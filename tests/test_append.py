@@ -242,6 +242,23 @@ def test_keep_budget_rule():
     assert keep_budget("auto", 100, 5000, 4) == keep_budget("auto", 100, 5000, 8) // 2
 
 
+
+def test_an_embedding_kept_under_its_old_class_name_still_reads(tmp_path):
+    """0.2.0 stores name ``SparseFeatures`` under ``kernels/features/sparse_features``: read as
+    the class that moved to ``kernels/sparse``; an unknown class is still refused (re-embedded)."""
+    from gramdist.engine.store.state import read_embedding, write_embedding
+    from gramdist.kernels.sparse import SparseFeatures
+
+    emb = SparseFeatures(indptr=np.array([0, 2, 3]), keys=np.array([4, 9, 4], dtype=np.uint64),
+                         values=np.array([1.0, 2.0, 3.0]))
+    assert write_embedding(str(tmp_path), "r0", emb, "c")
+    group = zarr.open_group(str(tmp_path / "embeddings" / "r0"), mode="r+")
+    group.attrs["class"] = "gramdist.kernels.features.sparse_features.SparseFeatures"
+    back = read_embedding(str(tmp_path), "r0", "c")
+    assert isinstance(back, SparseFeatures) and np.array_equal(back.keys, emb.keys)
+    group.attrs["class"] = "gramdist.kernels.features.gone.SparseFeatures"
+    assert read_embedding(str(tmp_path), "r0", "c") is None
+
 def test_reappending_the_same_graphs_does_nothing(tmp_path, client):
     base, reference = base_and_reference(tmp_path, client, 20, 6, tile=8)
     append(base, new_graphs(26, 20), placement=Placement(in_process=True), context=RunContext(log=lambda m: None))

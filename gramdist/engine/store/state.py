@@ -150,6 +150,11 @@ def write_embedding(path: str, name: str, emb: Any, checksum: str, max_bytes: in
     return True
 
 
+#: embedding classes that moved since a store recorded them: old dotted name -> new one
+#: (0.2.0 stores name ``SparseFeatures`` under ``kernels/features/``; it lives in ``kernels/sparse.py``)
+_MOVED_CLASSES = {"gramdist.kernels.features.sparse_features.SparseFeatures": "gramdist.kernels.sparse.SparseFeatures"}
+
+
 def read_embedding(path: str, name: str, checksum: str) -> Any | None:
     """The embedding kept for chunk ``name`` if it was made from graphs with this content
     checksum; None when there is none, it is for other graphs, or it cannot be read."""
@@ -161,7 +166,8 @@ def read_embedding(path: str, name: str, checksum: str) -> Any | None:
         attrs = dict(group.attrs)
         if not attrs.get("complete") or attrs.get("checksum") != checksum:
             return None
-        module, _, qualname = str(attrs["class"]).rpartition(".")
+        class_name = str(attrs["class"])
+        module, _, qualname = _MOVED_CLASSES.get(class_name, class_name).rpartition(".")
         if not module.startswith(_KERNEL_PACKAGE):
             return None
         cls = getattr(importlib.import_module(module), qualname)
