@@ -51,6 +51,18 @@ def test_out_naming_a_folder_itself_is_one_line(tmp_path, job, where):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["j.yaml"]  # not even a lock file
 
 
+@pytest.mark.parametrize("args", [("run", "{job}", "--out", "s3://bucket/x.zarr"), ("features", "{job}", "--out", "gs://b/f.zarr"),
+                                  ("info", "s3://bucket/x.zarr"), ("verify", "s3://bucket/x.zarr"),
+                                  ("append", "s3://bucket/x.zarr", "{job}")])
+def test_a_store_url_is_refused_not_written_as_a_local_folder(tmp_path, job, args):
+    """Until stores live on object storage (issue 33), ``s3://`` is one line, not a folder ``s3:``."""
+    line = one_error_line(run_cli(*[a.format(job=job) for a in args], cwd=tmp_path))
+    assert "stores at URLs" in line and "not supported yet" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.yaml"]
+    with pytest.raises(Exception, match="not supported yet"):
+        open_gram("s3://bucket/x.zarr")
+
+
 def test_overwrite_replaces_a_store_and_an_empty_folder(tmp_path, job):
     out = tmp_path / "s.zarr"
     out.mkdir()  # an empty folder made beforehand: fine, with or without --overwrite

@@ -13,17 +13,33 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from gramdist.errors import StoreError
+
+
+#: a URL scheme (``s3://``, ``gs://``, ``az://``, ``http://``...): two or more letters, so that a
+#: Windows drive (``C:/``) is never one
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
 
 
 class Location:
     """A store's place: a local folder ``path`` (which need not exist yet)."""
 
     def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
+        text = os.fspath(path)
+        if isinstance(text, str) and text.startswith("file://"):
+            text = text[len("file://"):]
+        elif isinstance(text, str) and _URL.match(text):
+            # Refused until an object-store backend exists: Path("s3://b/x.zarr") would quietly
+            # be a local folder named "s3:" (issue 33).
+            raise StoreError(f"{text}: stores at URLs ({text.split(':', 1)[0]}://) are not supported yet; "
+                             "give a local folder, or a shared one every worker sees at the same path")
+        self.path = Path(text)
 
     def __str__(self) -> str:
         return str(self.path)
