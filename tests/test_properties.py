@@ -153,11 +153,16 @@ def test_generated_csv_files_read_or_fail_in_one_line(tmp_path_factory, rows, he
 
 @SETTINGS
 @given(lines=st.lists(st.tuples(_SMILES, st.text(max_size=6)), min_size=0, max_size=8),
-       junk=st.binary(max_size=6), at=st.integers(0, 200))
-def test_generated_smi_files_read_or_fail_in_one_line(tmp_path_factory, lines, junk, at):
+       junk=st.binary(max_size=6), at=st.integers(0, 200), gz=st.sampled_from([None, "whole", "cut"]))
+def test_generated_smi_files_read_or_fail_in_one_line(tmp_path_factory, lines, junk, at, gz):
+    import gzip
+
     text = "".join(f"{s} {name}\n" for s, name in lines).encode()
     data = text[:at] + junk + text[at:]
-    path = tmp_path_factory.mktemp("smi") / "mols.smi"
+    path = tmp_path_factory.mktemp("smi") / ("mols.smi.gz" if gz else "mols.smi")
+    if gz:
+        packed = gzip.compress(data)
+        data = packed if gz == "whole" else packed[: max(1, len(packed) * at // 200)]
     path.write_bytes(data)
     _load({"smiles": str(path)})
 

@@ -138,9 +138,9 @@ def _molecule_file(spec: Mapping, source: str) -> Path | None:
             raise JobError("dataset.package: only with a file path")
         return None
     if not isinstance(value, (str, Path)):
-        what = "a .csv/.smi path or a list of SMILES" if source == "smiles" else "an .sdf path"
+        what = "a .csv/.smi path (gzipped or not) or a list of SMILES" if source == "smiles" else "an .sdf path"
         raise JobError(f"dataset.{source}: expected {what}, got {value!r}")
-    allowed = (".csv", ".smi") if source == "smiles" else (".sdf", ".sdf.gz")
+    allowed = (".csv", ".csv.gz", ".smi", ".smi.gz") if source == "smiles" else (".sdf", ".sdf.gz")
     if not str(value).lower().endswith(allowed):
         raise JobError(f"dataset.{source}: {value!r} must end in {' or '.join(allowed)}")
     path = Path(value).expanduser()

@@ -53,8 +53,9 @@ codes, unlike the atom labels, depend on the input).
 Which inputs are molecules (:func:`is_molecule_input`)
 ------------------------------------------------------
 * an RDKit ``Mol``;
-* a path (``str`` or ``os.PathLike``) whose name ends in ``.sdf``, ``.sdf.gz``, ``.csv`` or
-  ``.smi`` (case-insensitive), existing or not (a missing file is then reported as such);
+* a path (``str`` or ``os.PathLike``) whose name ends in ``.sdf``, ``.csv`` or ``.smi``, each
+  optionally gzipped (``.gz``, read on the fly; case-insensitive), existing or not (a missing
+  file is then reported as such);
 * a ``str`` that is SMILES *by its syntax*: it does not name an existing file or folder,
   has no whitespace, every atom outside brackets is one of SMILES' organic subset
   (B C N O P S F Cl Br I, aromatic b c n o p s, or ``*``), every ring-closure digit is
@@ -78,6 +79,7 @@ import math
 import os
 import re
 import sys
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,7 +96,7 @@ __all__ = [
 ]
 
 #: file name endings read as molecule files
-MOLECULE_SUFFIXES = (".sdf", ".sdf.gz", ".csv", ".smi")
+MOLECULE_SUFFIXES = (".sdf", ".sdf.gz", ".csv", ".csv.gz", ".smi", ".smi.gz")
 HYDROGENS = ("implicit", "explicit", "count")
 CHARGE_RANGE = (-50, 49)
 MAX_H_COUNT = 9
@@ -250,8 +252,9 @@ def _file_records(path: Path, smiles_column: str, target: Any) -> list[_Record]:
     if not path.is_file():
         raise DatasetError(f"{path}: no such molecule file")
     if target is not None and not isinstance(target, str):
-        raise DatasetError(f"{path}: target must name a {'column' if path.suffix.lower() == '.csv' else 'property'}")
-    lower = path.name.lower()
+        kind = "column" if path.name.lower().removesuffix(".gz").endswith(".csv") else "property"
+        raise DatasetError(f"{path}: target must name a {kind}")
+    lower = path.name.lower().removesuffix(".gz")
     if lower.endswith(".csv"):
         recs = _csv_records(path, smiles_column, target)
     elif lower.endswith(".smi"):
@@ -269,10 +272,21 @@ def _file_records(path: Path, smiles_column: str, target: Any) -> list[_Record]:
 CSV_FIELD_LIMIT = 1 << 24
 
 
+def _open_text(path: Path, encoding: str = "utf-8") -> Any:
+    """A text file, gunzipped on the fly when its name ends in ``.gz`` (MOSES ships ``.csv.gz``)."""
+    if path.name.lower().endswith(".gz"):
+        return gzip.open(path, "rt", newline="", encoding=encoding)
+    return open(path, newline="", encoding=encoding)
+
+
+def _not_gzip(path: Path, exc: Exception) -> DatasetError:
+    return DatasetError(f"{path}: not a readable gzip file ({type(exc).__name__}: {exc})")
+
+
 def _not_utf8(path: Path, exc: UnicodeDecodeError) -> DatasetError:
     """The error for a file that is not UTF-8, naming the first line that is not. The text
     reader decodes in blocks, so its own position may be lines past the bad byte: find it."""
-    with open(path, "rb") as f:
+    with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as f:
         for lineno, raw in enumerate(f, 1):
             try:
                 raw.decode("utf-8")
@@ -284,7 +298,7 @@ def _not_utf8(path: Path, exc: UnicodeDecodeError) -> DatasetError:
 def _csv_records(path: Path, smiles_column: str, target: str | None) -> list[_Record]:
     csv.field_size_limit(max(csv.field_size_limit(), CSV_FIELD_LIMIT))
     recs: list[_Record] = []
-    with open(path, newline="", encoding="utf-8-sig") as f:
+    with _open_text(path, "utf-8-sig") as f:
         reader = csv.DictReader(f)
         try:
             columns = reader.fieldnames or []
@@ -299,25 +313,28 @@ def _csv_records(path: Path, smiles_column: str, target: str | None) -> list[_Re
             raise _not_utf8(path, exc) from None
         except csv.Error as exc:
             raise DatasetError(f"{path} line {reader.line_num}: not a readable CSV row ({exc})") from None
+        except (OSError, EOFError, zlib.error) as exc:  # a gzip stream cut short or corrupt
+            raise _not_gzip(path, exc) from None
     return recs
 
 
 def _smi_records(path: Path) -> list[_Record]:
     recs = []
     try:
-        with open(path, encoding="utf-8") as f:
+        with _open_text(path) as f:
             for lineno, line in enumerate(f, 1):
                 text = line.strip()
                 if text and not text.startswith("#"):
                     recs.append(_Record(f"{path.name} line {lineno} (molecule {len(recs)})", text.split()[0], None))
     except UnicodeDecodeError as exc:
         raise _not_utf8(path, exc) from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise _not_gzip(path, exc) from None
     return recs
 
 
 def _sdf_molecules(supplier: Any, path: Path) -> Iterator[Any]:
     """The supplier's molecules, its read failures as one :class:`DatasetError` naming the record."""
-    import zlib
 
     i = 0
     while True:

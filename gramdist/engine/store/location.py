@@ -21,7 +21,6 @@ from typing import Any
 
 from gramdist.errors import StoreError
 
-
 #: a URL scheme (``s3://``, ``gs://``, ``az://``, ``http://``...): two or more letters, so that a
 #: Windows drive (``C:/``) is never one
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
