@@ -2,7 +2,8 @@
 
 The Python API: :class:`GramTransformer` and :class:`FeatureTransformer` (scikit-learn),
 :func:`compute_gram`, :func:`open_gram` and :func:`open_features` (read a finished store),
-:func:`append` (grow a Gram store), :func:`submit` (a job on a cluster, detached). Where work
+:func:`append` (grow a Gram store), :func:`search` (the most similar graphs of a feature
+store), :func:`submit` (a job on a cluster, detached). Where work
 runs is a :class:`Placement` (a client, a scheduler, a cluster section, ``in_process``); how a
 run reports is a :class:`RunContext` (progress, log). Both are what the engine itself takes.
 """
@@ -71,6 +72,19 @@ def submit(job: Any, *, out: str | None = None, scheduler: str | None = None, cl
                    wait=WAIT_SECONDS if wait is None else wait)
 
 
+def search(store: str, queries: Any, *, top: int = 10, placement: Any = None, context: Any = None) -> Any:
+    """The ``top`` graphs of a feature store most similar to each query graph (largest
+    normalised kernel value), chunk by chunk on the workers; returns a
+    :class:`~gramdist.engine.search.SearchResult` with (Q, top) ``ids``, ``rows`` and ``values``.
+
+    ``queries``: a GraphBatch, networkx graphs, SMILES (a list or a file), a TU folder, a
+    dataset name or a ``dataset:`` mapping. See :func:`gramdist.engine.search.search`.
+    """
+    from gramdist.engine.search import search as _search
+
+    return _search(store, queries, top=top, placement=placement, context=context)
+
+
 def __getattr__(name: str) -> Any:
     # the front ends and the engine's parameter objects, imported on first use so that
     # ``import gramdist`` stays light
@@ -96,5 +110,5 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DatasetError", "FeatureTransformer", "GramTransformer", "GramdistError", "Graph", "GraphBatch", "InputError",
     "JobError", "Placement", "RunContext", "StoreError", "TileError", "__version__", "append", "compute_gram",
-    "open_features", "open_gram", "submit",
+    "open_features", "open_gram", "search", "submit",
 ]

@@ -151,3 +151,6 @@ def test_the_public_wrappers_take_what_the_engine_takes():
 
     public = inspect.signature(gramdist.append).parameters
     assert list(public) == list(inspect.signature(append.append).parameters)
+    from gramdist.engine import search
+
+    assert list(inspect.signature(gramdist.search).parameters) == list(inspect.signature(search.search).parameters)

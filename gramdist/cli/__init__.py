@@ -21,7 +21,7 @@ import sys
 from gramdist.errors import GramdistError
 
 #: modules of this package, each registering its commands, in the order ``--help`` lists them
-COMMANDS = ("run", "features", "append", "submit", "status", "cancel", "store", "evaluate", "combine", "plot",
+COMMANDS = ("run", "features", "append", "search", "submit", "status", "cancel", "store", "evaluate", "combine", "plot",
             "stream", "certs")
 
 

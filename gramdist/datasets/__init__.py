@@ -52,6 +52,8 @@ __all__ = [
 _SOURCES = ("name", "path", "synthetic", "smiles", "sdf")
 _MOLECULE_OPTIONS = {"aromaticity": True, "formal_charge": True, "hydrogens": "implicit",
                      "partial_charges": False, "coordinates": False}
+#: the molecule conversion options a ``dataset:`` may set, with their defaults
+MOLECULE_OPTIONS = dict(_MOLECULE_OPTIONS)
 _MOLECULE_KEYS = ("column", "target", "package", *_MOLECULE_OPTIONS)
 _KEYS = (*_SOURCES, "node_attributes", "skip", "limit", *_MOLECULE_KEYS)
 
@@ -216,6 +218,12 @@ def _synthetic(kwargs) -> GraphBatch:
         return make_synthetic(**kw)
     except (ValueError, TypeError) as exc:
         raise JobError(f"dataset.synthetic: {exc}") from None
+
+
+def select_node_attributes(batch: GraphBatch, sel: Any) -> GraphBatch:
+    """``batch`` with the node attribute columns a ``dataset.node_attributes`` names (``"all"``,
+    ``"none"`` or a list of 0-based columns); the batch's attributes are replaced in place."""
+    return _select_node_attributes(batch, sel)
 
 
 def _select_node_attributes(batch: GraphBatch, sel) -> GraphBatch:

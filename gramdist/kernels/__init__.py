@@ -27,6 +27,12 @@ import importlib
 from gramdist.errors import JobError
 from gramdist.kernels.base import GraphKernel, KernelState
 
+#: classes of kept embeddings that moved since a store recorded them: old dotted name -> new one
+#: (0.2.0 stores name ``SparseFeatures`` under ``kernels/features/``; it lives in ``kernels/sparse.py``)
+MOVED_CLASSES: dict[str, str] = {
+    "gramdist.kernels.features.sparse_features.SparseFeatures": "gramdist.kernels.sparse.SparseFeatures",
+}
+
 #: name -> "module:Class"; one line per kernel.
 KERNELS: dict[str, str] = {
     "wl": "gramdist.kernels.features.wl:WLSubtreeKernel",

@@ -19,6 +19,7 @@ from gramdist.arrayops import digest_arrays
 from gramdist.engine.store.base import as_location, open_root, read_array, zarr
 from gramdist.engine.store.layout import EMBEDDINGS
 from gramdist.errors import StoreError
+from gramdist.kernels import MOVED_CLASSES
 from gramdist.kernels.base import GraphKernel, KernelState, as_jsonable
 
 #: the only package whose classes a kept embedding may be rebuilt as: the kernels' own
@@ -150,11 +151,6 @@ def write_embedding(path: str, name: str, emb: Any, checksum: str, max_bytes: in
     return True
 
 
-#: embedding classes that moved since a store recorded them: old dotted name -> new one
-#: (0.2.0 stores name ``SparseFeatures`` under ``kernels/features/``; it lives in ``kernels/sparse.py``)
-_MOVED_CLASSES = {"gramdist.kernels.features.sparse_features.SparseFeatures": "gramdist.kernels.sparse.SparseFeatures"}
-
-
 def read_embedding(path: str, name: str, checksum: str) -> Any | None:
     """The embedding kept for chunk ``name`` if it was made from graphs with this content
     checksum; None when there is none, it is for other graphs, or it cannot be read."""
@@ -167,7 +163,7 @@ def read_embedding(path: str, name: str, checksum: str) -> Any | None:
         if not attrs.get("complete") or attrs.get("checksum") != checksum:
             return None
         class_name = str(attrs["class"])
-        module, _, qualname = _MOVED_CLASSES.get(class_name, class_name).rpartition(".")
+        module, _, qualname = MOVED_CLASSES.get(class_name, class_name).rpartition(".")  # older stores' names
         if not module.startswith(_KERNEL_PACKAGE):
             return None
         cls = getattr(importlib.import_module(module), qualname)
