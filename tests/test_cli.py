@@ -152,3 +152,23 @@ def test_job_on_existing_cluster_via_scheduler_flag(dask_cluster, tmp_path, muta
         expected = expected / d[:, None] / d[None, :]
     np.testing.assert_allclose(k, expected, rtol=1e-15)
     assert np.array_equal(y, mutag.y)
+
+
+def test_a_task_whose_workers_all_died_is_one_line(monkeypatch, capsys, tmp_path):
+    """Dask's KilledWorker (a task that killed every worker it ran on, e.g. a fit past the
+    workers' memory) is one line naming the task and what to change, exit 2, no traceback."""
+    from distributed.scheduler import KilledWorker
+
+    from gramdist import cli
+    from gramdist.engine import runner
+
+    def dies(*args, **kwargs):
+        raise KilledWorker("fit-66ee07af", "tcp://127.0.0.1:1", 3)
+
+    monkeypatch.setattr(runner, "run_grid", dies)
+    job = tmp_path / "j.yaml"
+    job.write_text("dataset: {name: MUTAG}\nkernel: {name: wl}\n")
+    assert cli.main(["run", str(job), "--out", str(tmp_path / "s.zarr"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gramdist: error: every Dask worker that ran task 'fit-66ee07af' (fit)")
+    assert "fit.sample_size" in err[0] and "Traceback" not in err[0]

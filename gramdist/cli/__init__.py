@@ -71,3 +71,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gramdist: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if type(exc).__name__ != "KilledWorker":  # distributed's; not imported just to name it
+            raise
+        print(f"gramdist: error: {killed_worker_message(exc)}", file=sys.stderr)
+        return 2
+
+
+def killed_worker_message(exc: BaseException) -> str:
+    """One line for Dask's ``KilledWorker``: every worker that ran a task died. Almost always a
+    task that needs more memory than a worker may use (the nanny kills it at 95 %), so the
+    line says which task and what to change; progress saved so far stays valid."""
+    task = getattr(exc, "task", None) or (exc.args[0] if exc.args else "?")
+    step = str(task).split("-")[0]
+    return (f"every Dask worker that ran task {task!r} ({step}) died, most likely out of memory: give the workers "
+            "more (cluster.memory_limit, fewer workers per machine) or make the task smaller (fit.sample_size for "
+            "a fit, gram.tile_size for tiles); the tiles written so far are kept and a rerun resumes")
