@@ -30,7 +30,6 @@ import importlib.util
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
