@@ -87,7 +87,8 @@ def cell(result: dict, limit_s: int) -> str:
     if result["timed_out"]:
         return f"{prefix}> {limit_s} s"
     if result["returncode"]:
-        return f"{prefix}failed (BENCHMARKS.md)"
+        oom = any(w in result.get("error", "") for w in ("KilledWorker", "out of memory"))
+        return f"{prefix}{'workers out of memory' if oom else 'failed'} (BENCHMARKS.md)"
     wall, gib = result["wall_s"], result["peak_total_mb"] / 1024
     return f"{prefix}{wall:.1f} s, {gib:.1f} GiB" if wall < 10 else f"{prefix}{wall:.0f} s, {gib:.1f} GiB"
 
