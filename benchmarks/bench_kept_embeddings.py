@@ -68,8 +68,9 @@ def measure(name: str, graphs, repeats: int, tmp: Path) -> dict:
         return {"kernel": name, "embed_s": embed_s, "kept": False}
     read_s, back = best(lambda: read_embedding(str(folder), "r0", "c"), repeats)
     assert back is not None, name
+    # kept by a store unless the kernel says its embedding is cheaper to compute than to read
     return {"kernel": name, "embed_s": embed_s, "read_s": read_s, "read_over_embed": read_s / embed_s,
-            "bytes": folder_bytes(folder), "kept": True}
+            "bytes": folder_bytes(folder), "kept": bool(kernel.embedding_worth_keeping)}
 
 
 def main() -> None:
@@ -90,7 +91,8 @@ def main() -> None:
             rows.append(row)
             if "read_s" in row:
                 print(f"{name:18s} embed {row['embed_s']:8.3f} s  read {row['read_s']:7.3f} s  "
-                      f"read/embed {row['read_over_embed']:5.2f}  {row['bytes'] / 2**20:7.1f} MiB", flush=True)
+                      f"read/embed {row['read_over_embed']:5.2f}  {row['bytes'] / 2**20:7.1f} MiB"
+                      + ("" if row["kept"] else "  (not kept: embedding_worth_keeping = False)"), flush=True)
             else:
                 print(f"{name:18s} {row.get('skipped') or 'not kept (not a dataclass of arrays)'}", flush=True)
     save("kept_embeddings", {"graphs": args.graphs, "repeats": args.repeats, "rows": rows})

@@ -234,6 +234,18 @@ def test_auto_keeps_an_embedding_only_when_small_beside_the_gram(tmp_path, clien
     assert np.array_equal(open_gram(base)[0], reference)
 
 
+def test_a_kernel_cheaper_to_embed_than_to_read_keeps_nothing(tmp_path, client, monkeypatch):
+    """Vertex histograms embed in one pass over the labels (``embedding_worth_keeping = False``):
+    a store asked to keep embeddings keeps none of them and an append embeds every graph."""
+    base, reference = base_and_reference(tmp_path, client, 20, 6, tile=8, keep=True,
+                                         kernel={"name": "vertex_histogram"})
+    assert not any((base / "embeddings").glob("r*"))
+    counted = count_embedded(monkeypatch)
+    append(base, new_graphs(26, 20), placement=Placement(in_process=True), context=RunContext(log=lambda m: None))
+    assert sum(counted) == 26 and not any((base / "embeddings").glob("r*"))
+    assert np.array_equal(open_gram(base)[0], reference)
+
+
 def test_keep_budget_rule():
     from gramdist.engine.store.state import KEEP_FRACTION, keep_budget
 

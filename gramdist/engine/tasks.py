@@ -58,7 +58,10 @@ def cached_embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatc
                       name: str, checksum: str) -> Any:
     """The embedding of one chunk: read from ``cache`` if it keeps one made from these graphs
     (``checksum``), else computed and kept there (best effort: a chunk that cannot be kept is
-    embedded again next time)."""
+    embedded again next time). A kernel whose embedding is not worth keeping
+    (``embedding_worth_keeping``: cheaper to compute than to read back) is always embedded."""
+    if not kernel.embedding_worth_keeping:
+        return embed_task(kernel, state, graphs)
     emb = cache.get(name, checksum)
     if emb is not None and len(emb) == len(graphs):
         return emb

@@ -107,6 +107,10 @@ class GraphKernel:
     uses_node_attributes: ClassVar[bool] = False
     #: whether :meth:`embedding_counts` gives counters worth gathering over a run
     has_embedding_counts: ClassVar[bool] = False
+    #: whether a store should keep this kernel's embeddings for appends (``gram.keep_embeddings``):
+    #: False where embedding a chunk costs no more than reading it back (a count in one pass over
+    #: the labels: a few milliseconds per thousand graphs, as long as opening the kept arrays)
+    embedding_worth_keeping: ClassVar[bool] = True
 
     # ------------------------------------------------------------ params
     @classmethod

@@ -90,6 +90,7 @@ class HadamardCodeKernel(SparseFeatureKernel):
     """
 
     name = "hadamard"
+    embedding_worth_keeping = False  # 1-4 ms to embed 1,028 NCI1 graphs, 4-6 ms to read back
 
     def __init__(self, h: int = 5) -> None:
         self.h = h
