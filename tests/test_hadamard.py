@@ -15,21 +15,13 @@ from gramdist.engine.context import RunContext
 from gramdist.engine.placement import Placement
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
-from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
+from gramdist.testing import adjacency_lists, gram_by_tiles, min_eigenvalue_ratio, random_labelled_graphs
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def random_graphs(n: int, seed: int, max_nodes: int = 9, n_labels: int = 5) -> GraphBatch:
-    rng = np.random.default_rng(seed)
-    edges, sizes, labels = [], [], []
-    for _ in range(n):
-        k = int(rng.integers(1, max_nodes + 1))
-        m = int(rng.integers(0, 2 * k))
-        edges.append(rng.integers(0, k, size=(m, 2)))
-        sizes.append(k)
-        labels.append(rng.integers(0, n_labels, size=k))
-    return GraphBatch.from_graphs(edges, sizes, node_labels=labels)
+    return random_labelled_graphs(n, seed, max_nodes, n_labels)
 
 
 def brute_force_hadamard(graphs: GraphBatch, h: int) -> np.ndarray:
@@ -41,11 +33,7 @@ def brute_force_hadamard(graphs: GraphBatch, h: int) -> np.ndarray:
     row_of = {lab: rows[i] for i, lab in enumerate(alphabet)}
     feats = []
     for g in graphs:
-        adj = [[] for _ in range(g.n_nodes)]
-        for u, v in g.edges.tolist():
-            adj[u].append(v)
-            if u != v:
-                adj[v].append(u)
+        adj = adjacency_lists(g)
         x = [row_of[int(lab)].copy() for lab in g.node_labels]
         c = Counter()
         for i in range(h + 1):

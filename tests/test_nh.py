@@ -16,21 +16,13 @@ from gramdist.engine.placement import Placement
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
 from gramdist.kernels.nhash.kernel import code_permutation, rot
-from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
+from gramdist.testing import adjacency_lists, gram_by_tiles, min_eigenvalue_ratio, random_labelled_graphs
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def random_graphs(n: int, seed: int, max_nodes: int = 9, n_labels: int = 3) -> GraphBatch:
-    rng = np.random.default_rng(seed)
-    edges, sizes, labels = [], [], []
-    for _ in range(n):
-        k = int(rng.integers(1, max_nodes + 1))
-        m = int(rng.integers(0, 2 * k))
-        edges.append(rng.integers(0, k, size=(m, 2)))
-        sizes.append(k)
-        labels.append(rng.integers(0, n_labels, size=k))
-    return GraphBatch.from_graphs(edges, sizes, node_labels=labels)
+    return random_labelled_graphs(n, seed, max_nodes, n_labels)
 
 
 def py_rot(x: int, o: int, bits: int) -> int:
@@ -45,11 +37,7 @@ def brute_force_nh(graphs: GraphBatch, codes: dict, R: int, bits: int, count_sen
     the neighbours; κ = c / (n + n' - c) with c the multiset intersection; average of levels 1..R."""
     levels = []  # levels[g] = list of Counters, one per r
     for g in graphs:
-        adj = [[] for _ in range(g.n_nodes)]
-        for u, v in g.edges.tolist():
-            adj[u].append(v)
-            if u != v:
-                adj[v].append(u)
+        adj = adjacency_lists(g)
         lab = [codes[int(x)] for x in g.node_labels]
         per = []
         for _ in range(R):

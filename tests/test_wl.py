@@ -9,7 +9,7 @@ import pytest
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.features.wl import WLSubtreeKernel
-from gramdist.testing import gram_by_tiles
+from gramdist.testing import adjacency_lists, gram_by_tiles
 
 
 def brute_force_wl(graphs: GraphBatch, h: int) -> np.ndarray:
@@ -25,11 +25,7 @@ def brute_force_wl(graphs: GraphBatch, h: int) -> np.ndarray:
     for it in range(1, h + 1):
         new_labels = []
         for gi, g in enumerate(graphs):
-            adj = [[] for _ in range(g.n_nodes)]
-            for u, v in g.edges:
-                adj[u].append(v)
-                if u != v:
-                    adj[v].append(u)
+            adj = adjacency_lists(g)
             lab = labels[gi]
             new = ["(" + lab[v] + "|" + ",".join(sorted(lab[u] for u in adj[v])) + ")" for v in range(g.n_nodes)]
             new_labels.append(new)

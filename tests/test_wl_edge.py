@@ -13,7 +13,7 @@ from gramdist.engine.context import RunContext
 from gramdist.engine.placement import Placement
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
-from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
+from gramdist.testing import adjacency_lists, gram_by_tiles, min_eigenvalue_ratio
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,11 +36,7 @@ def brute_force_wl_edge(graphs: GraphBatch, h: int, use_edge_labels: bool) -> np
     (i, sorted endpoint labels, edge label) counted per graph, then dot products."""
     feats = []
     for g in graphs:
-        adj = [[] for _ in range(g.n_nodes)]
-        for u, v in g.edges:
-            adj[u].append(v)
-            if u != v:
-                adj[v].append(u)
+        adj = adjacency_lists(g)
         lab = [str(x) for x in (g.node_labels if g.node_labels is not None else [0] * g.n_nodes)]
         c = Counter()
         for i in range(h + 1):

@@ -18,32 +18,20 @@ from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
 from gramdist.kernels.intersection import unary_features
 from gramdist.kernels.sparse import dot
-from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
+from gramdist.testing import adjacency_lists, gram_by_tiles, min_eigenvalue_ratio, random_labelled_graphs
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def random_graphs(n: int, seed: int, max_nodes: int = 8, n_labels: int = 3) -> GraphBatch:
-    rng = np.random.default_rng(seed)
-    edges, sizes, labels = [], [], []
-    for _ in range(n):
-        k = int(rng.integers(1, max_nodes + 1))
-        m = int(rng.integers(0, 2 * k))
-        edges.append(rng.integers(0, k, size=(m, 2)))
-        sizes.append(k)
-        labels.append(rng.integers(0, n_labels, size=k))
-    return GraphBatch.from_graphs(edges, sizes, node_labels=labels)
+    return random_labelled_graphs(n, seed, max_nodes, n_labels)
 
 
 def wl_string_labels(graphs: GraphBatch, h: int) -> list[list[list[str]]]:
     """labels[g][i][v]: the WL label of node v of graph g after i iterations, as a full string."""
     out = []
     for g in graphs:
-        adj = [[] for _ in range(g.n_nodes)]
-        for u, v in g.edges:
-            adj[u].append(v)
-            if u != v:
-                adj[v].append(u)
+        adj = adjacency_lists(g)
         lab = [str(x) for x in (g.node_labels if g.node_labels is not None else [0] * g.n_nodes)]
         per = [lab]
         for _ in range(h):

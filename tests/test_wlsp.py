@@ -16,7 +16,7 @@ from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
 from gramdist.kernels.shortest_path.sp import ShortestPathKernel
 from gramdist.kernels.shortest_path.wlsp import WLShortestPathKernel
-from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
+from gramdist.testing import adjacency_lists, gram_by_tiles, min_eigenvalue_ratio
 
 
 def brute_force_wlsp(graphs: GraphBatch, h: int) -> np.ndarray:
@@ -26,11 +26,7 @@ def brute_force_wlsp(graphs: GraphBatch, h: int) -> np.ndarray:
     dists = [dict(nx.all_pairs_shortest_path_length(to_nx(g))) for g in graphs]
     adjs = []
     for g in graphs:
-        adj = [[] for _ in range(g.n_nodes)]
-        for u, v in g.edges.tolist():
-            adj[u].append(v)
-            if u != v:
-                adj[v].append(u)
+        adj = adjacency_lists(g)
         adjs.append(adj)
     for it in range(h + 1):
         if it:
