@@ -18,7 +18,7 @@ neither tool pays for the 1.58 M-row gzip). One run, the same machine, one tool 
 Reported: queries per second for each (search phase; gramdist also end to end), peak memory
 of each process tree, and the mean overlap of the two tools' top-K sets (|A ∩ B| / K: the two
 similarities are different measures, so this says how often they agree, not who is right).
-Results in ``benchmarks/results/search-<library>.json``.
+Results in ``benchmarks/results/search-<library>-w<workers>.json``.
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def main() -> None:
     }
     result["ratio_phase"] = result["gramdist"]["queries_per_s_phase"] / result["rdkit"]["queries_per_s"]
     print(json.dumps(result, indent=2))
-    save(f"search-{args.library}", result)
+    save(f"search-{args.library}-w{args.workers}", result)
 
 
 if __name__ == "__main__":

@@ -121,7 +121,7 @@ def job_for(kernel: str, dataset: str) -> tuple[str, list[str]]:
 def job_params(job: str, sets: list[str]) -> dict:
     from gramdist.jobs import load_job
 
-    return dict(load_job(ROOT / job, [s for s in sets if s != "--set"])["kernel"])
+    return dict(load_job(ROOT / job, [s for s in sets if s != "--set"]).kernel)
 
 
 def run_gramdist(kernel: str, dataset: str, store: Path, extra: list[str]) -> dict:
