@@ -291,3 +291,28 @@ def test_same_molecule_as_smiles_mol_and_networkx_gets_the_same_gram_row(kernel)
     for name, gram in rows.items():
         np.testing.assert_allclose(gram, ref, rtol=1e-12, atol=1e-12, err_msg=name)
     assert np.array_equal(rows["mol"], ref) and np.array_equal(rows["networkx by hand"], ref)
+
+
+def test_unparsable_molecules_skipped_only_when_asked(caplog, tmp_path):
+    """``on_error: skip`` leaves unparsable SMILES out, says how many and which (with their
+    lines), and keeps the others' input positions as graph ids; the default is one error."""
+    from gramdist.datasets import load_dataset
+
+    with pytest.raises(DatasetError, match=r"molecule 1: unparsable SMILES 'C1CC'.*1 more unparsable.*on_error: skip"):
+        molecules_to_batch(["CCO", "C1CC", "CC", "C(("])
+    with caplog.at_level("WARNING", logger="gramdist"):
+        b = molecules_to_batch(["CCO", "C1CC", "CC", "C(("], on_error="skip")
+    assert b.n_graphs == 2 and b.graph_ids.tolist() == [0, 2]
+    assert b.checksum() != molecules_to_batch(["CCO", "CC"]).checksum()  # the ids are part of the data
+    assert np.array_equal(b.node_labels, molecules_to_batch(["CCO", "CC"]).node_labels)
+    note = caplog.records[-1].getMessage()
+    assert "2 of 4 molecules skipped as unparsable" in note and "molecule 1" in note and "'C(('" in note
+    smi = tmp_path / "m.smi"
+    smi.write_text("CCO a\nnot-a-smiles b\nc1ccccc1 c\n")
+    spec = {"smiles": str(smi), "on_error": "skip"}
+    assert load_dataset(spec).graph_ids.tolist() == [0, 2]
+    assert "m.smi line 2" in caplog.records[-1].getMessage()
+    with pytest.raises(DatasetError, match="on_error must be one of raise, skip"):
+        molecules_to_batch(["CCO"], on_error="ignore")
+    with pytest.raises(DatasetError, match="no parsable molecule"):
+        molecules_to_batch(["C((", "C1CC"], on_error="skip")

@@ -54,8 +54,8 @@ def test_dataset_source_records_the_file_and_options(tmp_path):
 @pytest.mark.parametrize("spec, error, pattern", [
     ({"name": "MUTAG", "target": "y"}, JobError, "dataset.target: only for molecules"),
     ({"sdf": "x.csv"}, JobError, r"dataset.sdf: 'x.csv' must end in .sdf or .sdf.gz"),
-    ({"smiles": "x.sdf"}, JobError, r"must end in .csv or .smi"),
-    ({"smiles": 3}, JobError, "expected a .csv/.smi path or a list of SMILES"),
+    ({"smiles": "x.sdf"}, JobError, r"must end in \.csv, \.csv\.gz, \.smi or \.smi\.gz"),
+    ({"smiles": 3}, JobError, r"expected a \.csv/\.smi path \(gzipped or not\) or a list of SMILES"),
     ({"sdf": "a.sdf", "column": "smiles"}, JobError, "dataset.column: only for a CSV"),
     ({"smiles": ["CC"], "package": "datamol"}, JobError, "only with a file path"),
     ({"smiles": ["CC"], "hydrogens": True}, JobError, "dataset.hydrogens: expected str"),
@@ -96,7 +96,8 @@ def test_run_a_molecule_job_and_a_bad_smiles_is_one_line(tmp_path):
     r = _gramdist("run", "job.yaml", "--set", "dataset.smiles=bad.csv", "--out", "bad.zarr", cwd=tmp_path)
     assert r.returncode == 2 and not (tmp_path / "bad.zarr").exists()
     assert r.stderr.strip().splitlines() == [
-        "gramdist: error: bad.csv line 9 (molecule 7): unparsable SMILES 'C1CC(C' (not valid SMILES syntax)"]
+        "gramdist: error: bad.csv line 9 (molecule 7): unparsable SMILES 'C1CC(C' (not valid SMILES syntax) "
+        "(dataset.on_error: skip leaves them out)"]
 
 
 def test_shipped_molecule_jobs_load():

@@ -51,7 +51,7 @@ __all__ = [
 
 _SOURCES = ("name", "path", "synthetic", "smiles", "sdf")
 _MOLECULE_OPTIONS = {"aromaticity": True, "formal_charge": True, "hydrogens": "implicit",
-                     "partial_charges": False, "coordinates": False}
+                     "partial_charges": False, "coordinates": False, "on_error": "raise"}
 #: the molecule conversion options a ``dataset:`` may set, with their defaults
 MOLECULE_OPTIONS = dict(_MOLECULE_OPTIONS)
 _MOLECULE_KEYS = ("column", "target", "package", *_MOLECULE_OPTIONS)
@@ -144,7 +144,7 @@ def _molecule_file(spec: Mapping, source: str) -> Path | None:
         raise JobError(f"dataset.{source}: expected {what}, got {value!r}")
     allowed = (".csv", ".csv.gz", ".smi", ".smi.gz") if source == "smiles" else (".sdf", ".sdf.gz")
     if not str(value).lower().endswith(allowed):
-        raise JobError(f"dataset.{source}: {value!r} must end in {' or '.join(allowed)}")
+        raise JobError(f"dataset.{source}: {value!r} must end in {', '.join(allowed[:-1])} or {allowed[-1]}")
     path = Path(value).expanduser()
     package = spec.get("package")
     if package is not None:

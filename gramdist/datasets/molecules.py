@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import logging
 import math
 import os
 import re
@@ -286,12 +287,15 @@ def _not_gzip(path: Path, exc: Exception) -> DatasetError:
 def _not_utf8(path: Path, exc: UnicodeDecodeError) -> DatasetError:
     """The error for a file that is not UTF-8, naming the first line that is not. The text
     reader decodes in blocks, so its own position may be lines past the bad byte: find it."""
-    with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as f:
-        for lineno, raw in enumerate(f, 1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as bad:
-                return DatasetError(f"{path} line {lineno}: not UTF-8 text ({bad.reason}); save the file as UTF-8")
+    try:
+        with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as f:
+            for lineno, raw in enumerate(f, 1):
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as bad:
+                    return DatasetError(f"{path} line {lineno}: not UTF-8 text ({bad.reason}); save the file as UTF-8")
+    except (OSError, EOFError, zlib.error) as cut:  # a gzip stream that also ends early
+        return _not_gzip(path, cut)
     return DatasetError(f"{path}: not UTF-8 text ({exc.reason}); save the file as UTF-8")
 
 
@@ -380,8 +384,15 @@ def _sdf_property(mol: Any, target: str, where: str) -> str:
 
 
 # ----------------------------------------------------------------------------- parsing
-def _parse(recs: list[_Record]) -> list[Any]:
-    """RDKit Mols for every record; one DatasetError naming the first bad SMILES (and how many)."""
+ON_ERROR = ("raise", "skip")
+#: unparsable molecules named in the note of ``on_error: skip``
+SKIPPED_SHOWN = 3
+
+
+def _parse(recs: list[_Record], on_error: str = "raise") -> tuple[list[_Record], list[Any]]:
+    """The records that parse and their RDKit Mols. An unparsable SMILES is one DatasetError
+    naming the first (and how many), or with ``on_error="skip"`` left out, with a note on the
+    ``gramdist`` logger giving the count and the first few with their lines."""
     chem = _chem()
     from rdkit import rdBase
 
@@ -395,11 +406,20 @@ def _parse(recs: list[_Record]) -> list[Any]:
             if mol is None:
                 bad.append((r, _smiles_problem(chem, r.smiles)))
             mols.append(mol)
-    if bad:
+    if bad and on_error == "raise":
         r, why = bad[0]
         more = f"; {len(bad) - 1} more unparsable" if len(bad) > 1 else ""
-        raise DatasetError(f"{r.where}: unparsable SMILES {r.smiles!r} ({why}){more}")
-    return mols
+        raise DatasetError(f"{r.where}: unparsable SMILES {r.smiles!r} ({why}){more} "
+                           "(dataset.on_error: skip leaves them out)")
+    if bad:
+        shown = "; ".join(f"{r.where}: {r.smiles!r} ({why})" for r, why in bad[:SKIPPED_SHOWN])
+        logging.getLogger("gramdist").warning(
+            "gramdist: note: %d of %d molecules skipped as unparsable (on_error: skip): %s%s", len(bad), len(recs),
+            shown, "; …" if len(bad) > SKIPPED_SHOWN else "")
+    kept = [i for i, m in enumerate(mols) if m is not None]
+    if not kept:
+        raise DatasetError(f"{recs[0].where}: no parsable molecule in the input ({len(bad)} unparsable)")
+    return [recs[i] for i in kept], [mols[i] for i in kept]
 
 
 def _smiles_problem(chem: Any, smiles: str | None) -> str:
@@ -561,6 +581,7 @@ def molecules_to_batch(
     hydrogens: str = "implicit",
     partial_charges: bool = False,
     coordinates: bool = False,
+    on_error: str = "raise",
 ) -> GraphBatch:
     """Convert molecules to a :class:`GraphBatch`, one graph per molecule.
 
@@ -584,13 +605,17 @@ def molecules_to_batch(
         Gasteiger partial charges as a node attribute column.
     coordinates : bool
         The 3D conformer's x, y, z as node attribute columns (after the charge, if both).
+    on_error : {"raise", "skip"}
+        An unparsable SMILES is an error (the default), or is left out with a note (on the
+        ``gramdist`` logger) giving how many and the first few with their lines.
 
     Returns
     -------
     GraphBatch
         ``G`` graphs: ``node_labels`` (N,) int64 atom codes, ``edge_labels`` (E,) int64 bond
         codes, ``node_attrs`` (N, 1), (N, 3) or (N, 4) float64 when asked, ``y`` (G,) when a
-        target is given, ``graph_ids`` 0..G-1 (the molecule's index in the input).
+        target is given, ``graph_ids`` (G,) the molecule's index in the input (0..G-1 unless
+        molecules were skipped: the ids then keep their input positions).
 
     Raises
     ------
@@ -601,8 +626,10 @@ def molecules_to_batch(
         Nothing is returned in part.
     """
     opt = _options(aromaticity, formal_charge, hydrogens, partial_charges, coordinates)
-    recs, name = _records(X, smiles_column, target)
-    mols = _parse(recs)
+    if on_error not in ON_ERROR:
+        raise DatasetError(f"molecules: on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+    all_recs, name = _records(X, smiles_column, target)
+    recs, mols = _parse(all_recs, on_error)
     graphs = list(_graphs(recs, mols, opt))
     batch = GraphBatch.from_graphs(
         [g.edges for g in graphs],
@@ -613,6 +640,9 @@ def molecules_to_batch(
         y=_targets(recs),
     )
     batch.name = name
+    if len(recs) < len(all_recs):
+        position = {id(r): i for i, r in enumerate(all_recs)}
+        batch.graph_ids = np.array([position[id(r)] for r in recs], dtype=np.int64)
     return batch
 
 
@@ -639,7 +669,8 @@ def molecules_to_networkx(
     opt = _options(aromaticity, formal_charge, hydrogens, partial_charges, coordinates)
     recs, _ = _records(X, smiles_column, None)
     out = []
-    for g in _graphs(recs, _parse(recs), opt):
+    recs, mols = _parse(recs)
+    for g in _graphs(recs, mols, opt):
         G = nx.Graph()
         for i, (lab, sym) in enumerate(zip(g.node_labels.tolist(), g.symbols)):
             G.add_node(i, label=lab, symbol=sym)
