@@ -54,7 +54,8 @@ _MOLECULE_OPTIONS = {"aromaticity": True, "formal_charge": True, "hydrogens": "i
                      "partial_charges": False, "coordinates": False, "on_error": "raise"}
 #: the molecule conversion options a ``dataset:`` may set, with their defaults
 MOLECULE_OPTIONS = dict(_MOLECULE_OPTIONS)
-_MOLECULE_KEYS = ("column", "target", "package", *_MOLECULE_OPTIONS)
+#: ``block_size``: read a SMILES file block by block on the workers (feature stores; see molecule_blocks)
+_MOLECULE_KEYS = ("column", "target", "package", "block_size", *_MOLECULE_OPTIONS)
 _KEYS = (*_SOURCES, "node_attributes", "skip", "limit", *_MOLECULE_KEYS)
 
 

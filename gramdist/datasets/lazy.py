@@ -2,7 +2,9 @@
 
 :func:`open_dataset` is :func:`~gramdist.datasets.load_dataset` for the engine's streaming
 paths (feature stores): a synthetic spec with ``block_size`` gives a :class:`LazySynthetic`,
-which holds only the generator's arguments; every other spec is loaded as usual (a
+which holds only the generator's arguments, a SMILES file with ``block_size`` a
+:class:`~gramdist.datasets.molecule_blocks.LazyMolecules` (the file scanned once, its blocks
+parsed on the workers); every other spec is loaded as usual (a
 :class:`~gramdist.graphs.GraphBatch`). A lazy dataset supports what those paths ask of a
 batch, without ever holding all graphs:
 
@@ -152,6 +154,8 @@ def open_dataset(spec: Any) -> GraphBatch | LazySynthetic:
     """
     from gramdist.datasets import load_dataset
 
+    if isinstance(spec, Mapping) and spec.get("block_size") is not None and isinstance(spec.get("smiles"), str):
+        return _lazy_molecules(spec)
     if isinstance(spec, Mapping) and isinstance(spec.get("synthetic"), Mapping) \
             and spec["synthetic"].get("block_size") is not None:
         unknown = [k for k in spec if k not in ("synthetic", "limit", "node_attributes")]
@@ -166,6 +170,25 @@ def open_dataset(spec: Any) -> GraphBatch | LazySynthetic:
             raise JobError(f"dataset.limit: expected a positive integer, got {limit!r}")
         return LazySynthetic(spec["synthetic"], limit=limit, node_attributes=spec.get("node_attributes", "all"))
     return load_dataset(spec)
+
+
+def _lazy_molecules(spec: Mapping[str, Any]) -> Any:
+    """``{smiles: FILE, block_size: B, ...}`` as a :class:`~.molecule_blocks.LazyMolecules`."""
+    from gramdist.datasets import _molecule_file, _molecule_options
+    from gramdist.datasets.molecule_blocks import LazyMolecules
+
+    unknown = [k for k in spec if k in ("skip", "node_attributes", "name", "path", "synthetic", "sdf")]
+    if unknown:
+        raise JobError(f"dataset.{unknown[0]}: not with a SMILES file read in blocks (dataset.block_size)")
+    limit = spec.get("limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise JobError(f"dataset.limit: expected a positive integer, got {limit!r}")
+    path = _molecule_file(spec, "smiles")
+    if path is None or not path.is_file():
+        from gramdist.errors import DatasetError
+
+        raise DatasetError(f"{path}: no such molecule file")
+    return LazyMolecules(path, _molecule_options(spec, "smiles"), spec["block_size"], limit=limit)
 
 
 def load_chunk(graphs: GraphBatch | GraphChunk) -> GraphBatch:

@@ -630,6 +630,14 @@ def molecules_to_batch(
         raise DatasetError(f"molecules: on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
     all_recs, name = _records(X, smiles_column, target)
     recs, mols = _parse(all_recs, on_error)
+    batch = _to_batch(recs, mols, opt, name)
+    if len(recs) < len(all_recs):
+        position = {id(r): i for i, r in enumerate(all_recs)}
+        batch.graph_ids = np.array([position[id(r)] for r in recs], dtype=np.int64)
+    return batch
+
+
+def _to_batch(recs: list[_Record], mols: list[Any], opt: _Options, name: str) -> GraphBatch:
     graphs = list(_graphs(recs, mols, opt))
     batch = GraphBatch.from_graphs(
         [g.edges for g in graphs],
@@ -640,10 +648,18 @@ def molecules_to_batch(
         y=_targets(recs),
     )
     batch.name = name
-    if len(recs) < len(all_recs):
-        position = {id(r): i for i, r in enumerate(all_recs)}
-        batch.graph_ids = np.array([position[id(r)] for r in recs], dtype=np.int64)
     return batch
+
+
+def records_to_batch(recs: list[_Record], name: str, **options: Any) -> GraphBatch:
+    """Records already read from a file (a block of a :class:`~gramdist.datasets.lazy.LazyMolecules`)
+    parsed and converted as :func:`molecules_to_batch` converts a file's: the same options,
+    one error for the first unparsable SMILES."""
+    opt = _options(options.get("aromaticity", True), options.get("formal_charge", True),
+                   options.get("hydrogens", "implicit"), options.get("partial_charges", False),
+                   options.get("coordinates", False))
+    recs, mols = _parse(recs)
+    return _to_batch(recs, mols, opt, name)
 
 
 def molecules_to_networkx(
