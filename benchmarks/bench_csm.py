@@ -62,7 +62,8 @@ if variant == "attributes":
         return float(np.exp(-gamma * np.dot(d, d)))
     kernel = SubgraphMatching(k=5, kv=kv, ke=None, normalize=True)
 else:
-    graphs = grakel_graphs(g, edge_labels=edge)
+    # GraKeL's input check wants edge labels even with ke=None: all 0 when the dataset has none
+    graphs = grakel_graphs(g, edge_labels=True)
     kernel = SubgraphMatching(k=5, normalize=True) if edge else SubgraphMatching(k=5, ke=None, normalize=True)
 t = time.perf_counter()
 K = kernel.fit_transform(graphs)
