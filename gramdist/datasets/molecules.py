@@ -571,17 +571,29 @@ def _number(v: Any) -> float | None:
 
 
 # ----------------------------------------------------------------------------- public
+#: the conversion options of :func:`molecules_to_batch` and their defaults
+CONVERSION_OPTIONS: dict[str, Any] = {"aromaticity": True, "formal_charge": True, "hydrogens": "implicit",
+                                      "partial_charges": False, "coordinates": False, "on_error": "raise"}
+
+
+def _conversion(options: dict[str, Any]) -> tuple[_Options, str]:
+    """The options of a conversion, checked: (atom and bond options, ``on_error``)."""
+    unknown = sorted(set(options) - set(CONVERSION_OPTIONS))
+    if unknown:
+        raise DatasetError(f"molecules: unknown option {unknown[0]!r} (allowed: {', '.join(CONVERSION_OPTIONS)})")
+    o = {**CONVERSION_OPTIONS, **options}
+    if o["on_error"] not in ON_ERROR:
+        raise DatasetError(f"molecules: on_error must be one of {', '.join(ON_ERROR)}, got {o['on_error']!r}")
+    return _options(o["aromaticity"], o["formal_charge"], o["hydrogens"], o["partial_charges"], o["coordinates"]), \
+        o["on_error"]
+
+
 def molecules_to_batch(
     X: Any,
     *,
     smiles_column: str = "smiles",
     target: str | Sequence | np.ndarray | None = None,
-    aromaticity: bool = True,
-    formal_charge: bool = True,
-    hydrogens: str = "implicit",
-    partial_charges: bool = False,
-    coordinates: bool = False,
-    on_error: str = "raise",
+    **options: Any,
 ) -> GraphBatch:
     """Convert molecules to a :class:`GraphBatch`, one graph per molecule.
 
@@ -594,6 +606,8 @@ def molecules_to_batch(
     target : str, array-like or None
         A CSV column, an SDF property or a ``Mol`` property name, or one value per molecule;
         becomes ``y`` (int64 class labels or float64 targets, see the module docstring).
+    **options
+        The conversion options below (:data:`CONVERSION_OPTIONS`), by keyword.
     aromaticity : bool
         Aromatic atoms get their own labels and aromatic bonds label 4; off, the molecule is
         kekulised.
@@ -625,9 +639,7 @@ def molecules_to_batch(
         undefined; the message names the molecule's index (and file line) and its SMILES.
         Nothing is returned in part.
     """
-    opt = _options(aromaticity, formal_charge, hydrogens, partial_charges, coordinates)
-    if on_error not in ON_ERROR:
-        raise DatasetError(f"molecules: on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+    opt, on_error = _conversion(options)
     all_recs, name = _records(X, smiles_column, target)
     recs, mols = _parse(all_recs, on_error)
     batch = _to_batch(recs, mols, opt, name)
@@ -655,9 +667,7 @@ def records_to_batch(recs: list[_Record], name: str, **options: Any) -> GraphBat
     """Records already read from a file (a block of a :class:`~gramdist.datasets.lazy.LazyMolecules`)
     parsed and converted as :func:`molecules_to_batch` converts a file's: the same options,
     one error for the first unparsable SMILES."""
-    opt = _options(options.get("aromaticity", True), options.get("formal_charge", True),
-                   options.get("hydrogens", "implicit"), options.get("partial_charges", False),
-                   options.get("coordinates", False))
+    opt, _ = _conversion({**options, "on_error": "raise"})
     recs, mols = _parse(recs)
     return _to_batch(recs, mols, opt, name)
 
