@@ -1,0 +1,83 @@
+"""WL feature stores of MOSES's training molecules against their number (issue 34 item 2).
+
+    pip install --no-deps molsets
+    python benchmarks/bench_moses.py [--sizes 10000 100000 1000000 0] [--job jobs/moses-wl-features.yaml]
+
+For each size N (0: all 1,584,663), ``gramdist features`` of the job with ``dataset.limit=N``
+in a fresh process (SMILES read in blocks on the workers, 2 workers), timed end to end with the
+peak memory of the whole process tree and of its largest process, and the store's size on disk.
+Results: ``benchmarks/results/moses.json`` and ``moses.png`` (time and peak memory against N).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, ROOT, gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+
+
+def folder_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
+
+
+def run(job: Path, n: int, workdir: Path) -> dict:
+    store = workdir / f"moses-{n}.zarr"
+    args = ["features", str(job), "--out", str(store), "--quiet", "--json"]
+    if n:
+        args += ["--set", f"dataset.limit={n}"]
+    r = run_measured(gramdist_cmd(*args))
+    if r["returncode"]:
+        raise SystemExit(r["stderr"][-2000:])
+    summary = last_json_line(r["stdout"])
+    with open(store / "zarr.json") as f:
+        n_graphs = json.load(f)["attributes"]["dataset"]["n_graphs"]
+    return {"n": n_graphs, "wall_s": r["wall_s"], "peak_total_mb": r["peak_total_mb"],
+            "peak_process_mb": r["peak_process_mb"], "store_mb": folder_mb(store), "timings": summary["timings"]}
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = [r["n"] for r in rows]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    a.loglog(n, [r["wall_s"] for r in rows], "o-", label="gramdist features, end to end")
+    a.loglog(n, [r["n"] / rows[-1]["n"] * rows[-1]["wall_s"] for r in rows], ":", color="grey",
+             label="linear in N (through the largest)")
+    a.axhline(600, color="tab:red", lw=0.8, label="issue 34's target: 10 minutes")
+    a.set(xlabel="molecules (MOSES training set)", ylabel="seconds", title="WL h = 3 features, 2 workers")
+    a.legend(fontsize=8)
+    b.semilogx(n, [r["peak_process_mb"] for r in rows], "o-", label="largest process")
+    b.semilogx(n, [r["peak_total_mb"] for r in rows], "s-", label="all processes")
+    b.axhline(2048, color="tab:red", lw=0.8, label="target: no process above 2 GB")
+    b.set(xlabel="molecules", ylabel="peak memory (MB)", title="memory stays flat: blocks, not the library")
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000, 0])
+    ap.add_argument("--job", default=str(ROOT / "jobs" / "moses-wl-features.yaml"))
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.sizes:
+            rows.append(run(Path(args.job), n, Path(tmp)))
+            r = rows[-1]
+            print(f"{r['n']:>9,} molecules  {r['wall_s']:7.1f} s  largest process {r['peak_process_mb']:6.0f} MB  "
+                  f"all {r['peak_total_mb']:6.0f} MB  store {r['store_mb']:7.1f} MB", flush=True)
+    save("moses", {"job": args.job, "rows": rows})
+    plot(rows, RESULTS / "moses.png")
+
+
+if __name__ == "__main__":
+    main()
