@@ -73,3 +73,20 @@ def test_integer_path_uses_the_dense_product(monkeypatch):
     calls.clear()
     assert np.array_equal(dot(big, big[:]), expected * 2.0**54)
     assert not calls
+
+
+def test_embeddings_travel_without_their_derived_cache():
+    """DerivedCache: a pickled embedding (what Dask ships) keeps every field, subclasses' own
+    included, and arrives with an empty cache."""
+    import pickle
+
+    from gramdist.kernels.core.kernel import CoreFeatures
+    from gramdist.kernels.theta.kernel import ThetaFeatures
+
+    base = dict(indptr=np.array([0, 2, 3]), keys=np.array([1, 5, 2], dtype=np.uint64), values=np.array([1.0, 2.0, 3.0]))
+    for emb, extra in ((ThetaFeatures(**base, not_converged=np.array([0, 1])), "not_converged"),
+                       (CoreFeatures(**base, counts={"cores": 3}), "counts")):
+        emb._cache["derived"] = np.arange(10)
+        back = pickle.loads(pickle.dumps(emb))
+        assert back._cache == {} and np.array_equal(back.keys, emb.keys)
+        assert np.array_equal(getattr(back, extra), getattr(emb, extra)) if extra != "counts" else back.counts == emb.counts

@@ -92,6 +92,19 @@ class KernelState:
         return cls(arrays=dict(arrays), attrs=dict(attrs))
 
 
+class DerivedCache:
+    """Base of an embedding dataclass whose ``_cache`` field holds arrays derived from its own
+    (built once per process, on first use): it is pickled (to and from Dask workers) without
+    the cache, which the receiving process rebuilds when it needs it."""
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_cache"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._cache = {}
+
+
 class GraphKernel:
     """Base class of all graph kernels; see the module docstring for the contract.
 

@@ -29,11 +29,11 @@ import scipy.sparse as sp
 
 from gramdist.arrayops import ranges, unique_sorted
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState
+from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState
 
 
 @dataclass(eq=False)
-class SparseFeatures:
+class SparseFeatures(DerivedCache):
     """One sparse feature vector per graph; see the module docstring for the layout."""
 
     indptr: np.ndarray
@@ -49,14 +49,6 @@ class SparseFeatures:
             raise ValueError("SparseFeatures: indptr, keys and values disagree in length")
         if self.indptr[0] != 0:
             self.indptr = self.indptr - self.indptr[0]
-
-    def __getstate__(self) -> dict:
-        # the cache is derived data: do not ship it between processes
-        return {"indptr": self.indptr, "keys": self.keys, "values": self.values}
-
-    def __setstate__(self, state: dict) -> None:
-        self.indptr, self.keys, self.values = state["indptr"], state["keys"], state["values"]
-        self._cache = {}
 
     # ------------------------------------------------------------ sizes
     def __len__(self) -> int:

@@ -69,13 +69,6 @@ class CoreFeatures(SparseFeatures):
 
     counts: dict = field(default_factory=dict)
 
-    def __getstate__(self) -> dict:
-        return {**super().__getstate__(), "counts": self.counts}
-
-    def __setstate__(self, state: dict) -> None:
-        super().__setstate__(state)
-        self.counts = dict(state.get("counts", {}))
-
 
 @dataclass(eq=False)
 class CoreEmbedding:

@@ -71,7 +71,7 @@ import scipy.sparse as sp
 
 from gramdist.errors import InputError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param
 from gramdist.kernels.hashing import tag
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 from gramdist.kernels.subgraphs import EdgeLabels, connected_sets, labelled_forms, tables
@@ -83,7 +83,7 @@ _BLOCK = 1 << 22
 
 
 @dataclass(eq=False)
-class CSMCopies:
+class CSMCopies(DerivedCache):
     """Embedding of the attributed CSM: every connected induced set of each graph.
 
     ``copy_offsets`` (G+1,): copies of graph g are ``copy_offsets[g]:copy_offsets[g+1]``, sorted
@@ -108,13 +108,6 @@ class CSMCopies:
 
     def __len__(self) -> int:
         return len(self.copy_offsets) - 1
-
-    def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_cache"}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._cache = {}
 
     def __getitem__(self, key: slice) -> CSMCopies:
         if isinstance(key, (int, np.integer)):

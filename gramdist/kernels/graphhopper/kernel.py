@@ -75,7 +75,7 @@ from gramdist.arrayops import ranges
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import distance_rows, local_adjacency, local_codes
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param
 from gramdist.kernels.hashing import combine, tag
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 
@@ -265,7 +265,7 @@ def position_counts(graphs: GraphBatch) -> Iterator[tuple[np.ndarray, np.ndarray
 
 
 @dataclass(eq=False)
-class NodePaths:
+class NodePaths(DerivedCache):
     """GraphHopper's embedding for the Gaussian vertex kernel: per node ``M_v``, attributes, label.
 
     ``node_ptr`` (G+1,) node offsets; ``m`` CSR (N, T) with row ``v`` = ``M_v`` flattened by
@@ -281,13 +281,6 @@ class NodePaths:
 
     def __len__(self) -> int:
         return len(self.node_ptr) - 1
-
-    def __getstate__(self) -> dict:
-        return {"node_ptr": self.node_ptr, "m": self.m, "x": self.x, "labels": self.labels}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._cache = {}
 
     def __getitem__(self, key: slice) -> NodePaths:
         start, stop, step = key.indices(len(self))

@@ -26,6 +26,7 @@ import scipy.sparse as sp
 from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
 
 from gramdist.graphs import GraphBatch
+from gramdist.kernels.base import DerivedCache
 from gramdist.kernels.hashing import combine, tag
 from gramdist.kernels.sparse import SparseFeatures
 
@@ -49,13 +50,6 @@ class WalkFeatures(SparseFeatures):
         super().__post_init__()
         self.beyond_fit = np.zeros(len(self), dtype=np.int8) if self.beyond_fit is None else \
             np.asarray(self.beyond_fit, dtype=np.int8)
-
-    def __getstate__(self) -> dict:
-        return {**super().__getstate__(), "beyond_fit": self.beyond_fit}
-
-    def __setstate__(self, state: dict) -> None:
-        super().__setstate__(state)
-        self.beyond_fit = state["beyond_fit"]
 
     def __getitem__(self, key) -> WalkFeatures:
         if isinstance(key, (int, np.integer)):
@@ -163,7 +157,7 @@ def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 # ------------------------------------------------------------------ spectral
 @dataclass(eq=False)
-class SpectralEmbedding:
+class SpectralEmbedding(DerivedCache):
     """Per graph: eigenvalues ``w`` of A and weights ``s = (V^T 1)^2`` (flat, with offsets).
 
     Components with ``s_i <= 1e-14 n`` (eigenvectors orthogonal to the all-ones vector up to
@@ -178,13 +172,6 @@ class SpectralEmbedding:
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
-
-    def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_cache"}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._cache = {}
 
     def __getitem__(self, key: slice) -> SpectralEmbedding:
         if isinstance(key, (int, np.integer)):

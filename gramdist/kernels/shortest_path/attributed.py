@@ -59,7 +59,7 @@ import scipy.sparse as sp
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import count_codes, local_codes, pair_pieces
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param
 from gramdist.kernels.hashing import combine, tag
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 
@@ -80,7 +80,7 @@ def _segment_sums(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
 
 
 @dataclass(eq=False)
-class PathSets:
+class PathSets(DerivedCache):
     """``sp_attr``'s embedding for the Gaussian node kernel: each graph's nodes and distance pairs.
 
     ``node_ptr`` (G+1,) node offsets; ``x`` (N, p) attributes (standardised if asked);
@@ -100,13 +100,6 @@ class PathSets:
 
     def __len__(self) -> int:
         return len(self.node_ptr) - 1
-
-    def __getstate__(self) -> dict:
-        return {k: getattr(self, k) for k in ("node_ptr", "x", "labels", "pair_ptr", "pu", "pv", "pd")}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._cache = {}
 
     def __getitem__(self, key: slice) -> PathSets:
         start, stop, step = key.indices(len(self))

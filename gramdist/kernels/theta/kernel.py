@@ -137,13 +137,6 @@ class ThetaFeatures(SparseFeatures):
 
     not_converged: np.ndarray | int = 0
 
-    def __getstate__(self) -> dict:
-        return {**super().__getstate__(), "not_converged": self.not_converged}
-
-    def __setstate__(self, state: dict) -> None:
-        super().__setstate__(state)
-        self.not_converged = state.get("not_converged", 0)
-
 
 @dataclass(eq=False)
 class ThetaSamples:

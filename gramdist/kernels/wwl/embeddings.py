@@ -34,12 +34,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from gramdist.graphs import GraphBatch
+from gramdist.kernels.base import DerivedCache
 from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import SparseFeatures
 
 
 @dataclass(eq=False)
-class NodeSets:
+class NodeSets(DerivedCache):
     """Each graph's node embeddings as distinct rows with multiplicities (one entry per graph).
 
     ``n_nodes`` (G,) int64 nodes per graph; ``indptr`` (G+1,) int64: graph g's distinct rows are
@@ -64,14 +65,6 @@ class NodeSets:
             self.indptr = self.indptr - self.indptr[0]
         if len(self.indptr) != len(self.n_nodes) + 1 or len(self.rows) != len(self.counts):
             raise ValueError("NodeSets: n_nodes, indptr, rows and counts disagree in length")
-
-    def __getstate__(self) -> dict:
-        return {k: getattr(self, k) for k in ("n_nodes", "indptr", "rows", "counts")}
-
-    def __setstate__(self, state: dict) -> None:
-        for k, v in state.items():
-            setattr(self, k, v)
-        self._cache = {}
 
     def __len__(self) -> int:
         return len(self.n_nodes)
