@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
-from gramdist.arrayops import normalize_block
+from gramdist.arrayops import normalize_block, rows_to_csr, unique_sorted
 from gramdist.engine.context import RunContext, progress_reporter
 from gramdist.engine.placement import Placement
 from gramdist.engine.plan import kernel_from_spec
@@ -45,13 +44,14 @@ from gramdist.errors import InputError, StoreError
 
 @dataclass(frozen=True)
 class QueryRows:
-    """The queries in the library's feature space: CSR rows (``indptr``, ``keys``, ``values``)
-    and raw ``diag`` K(q, q) for explicit stores, or dense ``features`` (Q, k) for Nyström."""
+    """The queries in the library's feature space, built once and shipped to every chunk task:
+    raw ``diag`` K(q, q); for explicit stores ``columns`` (the queries' distinct feature ids,
+    sorted: only they can add to a product) and ``matrix`` (Q, len(columns)) CSR; for Nyström
+    stores dense ``features`` (Q, k)."""
 
     diag: np.ndarray
-    indptr: np.ndarray | None = None
-    keys: np.ndarray | None = None
-    values: np.ndarray | None = None
+    columns: np.ndarray | None = None
+    matrix: Any = None
     features: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -103,20 +103,9 @@ def chunk_scores(chunk: dict[str, Any], queries: QueryRows, prenormalized: bool)
         if prenormalized:
             return raw
         return normalize_block(raw, np.einsum("ij,ij->i", phi, phi), queries.diag)
-    cols = np.unique(queries.keys)  # the queries' features: only these can add to a product
-    x = _csr_on(chunk["indptr"], chunk["keys"], chunk["values"], cols)
-    q = _csr_on(queries.indptr, queries.keys, queries.values, cols)
-    raw = (x @ q.T).toarray()
+    x = rows_to_csr(chunk["indptr"], chunk["keys"], chunk["values"], queries.columns)
+    raw = (x @ queries.matrix.T).toarray()
     return normalize_block(raw, chunk["diag"], queries.diag)
-
-
-def _csr_on(indptr: np.ndarray, keys: np.ndarray, values: np.ndarray, cols: np.ndarray) -> sp.csr_matrix:
-    """CSR rows over the sorted feature ids ``cols`` (features outside them dropped)."""
-    pos = np.searchsorted(cols, keys)
-    pos_c = np.minimum(pos, len(cols) - 1)
-    keep = (pos < len(cols)) & (cols[pos_c] == keys) if len(cols) else np.zeros(len(keys), bool)
-    row = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
-    return sp.csr_matrix((values[keep], (row[keep], pos_c[keep])), shape=(len(indptr) - 1, max(len(cols), 1)))
 
 
 def merge_best(parts: list[tuple[np.ndarray, np.ndarray]], n_queries: int, top: int) -> tuple[np.ndarray, np.ndarray]:
@@ -154,8 +143,10 @@ def map_queries(store: Any, graphs: Any) -> QueryRows:
     state = store.read_state()
     if store.sparse:
         rows = sparse_rows(kernel, state, graphs)
-        return QueryRows(diag=rows["diag"], indptr=np.asarray(rows["indptr"], np.int64),
-                         keys=np.asarray(rows["keys"], np.uint64), values=np.asarray(rows["values"], np.float64))
+        columns = unique_sorted(np.asarray(rows["keys"], np.uint64))
+        matrix = rows_to_csr(np.asarray(rows["indptr"], np.int64), np.asarray(rows["keys"], np.uint64),
+                             np.asarray(rows["values"], np.float64), columns)
+        return QueryRows(diag=rows["diag"], columns=columns, matrix=matrix)
     nys = store.read_nystroem()
     landmarks = embed_landmarks_task(kernel, state, nys)
     phi = nystroem_features(kernel, state, graphs, landmarks, nys, store.normalize)["features"]
@@ -171,12 +162,13 @@ def query_graphs(lib: Any, queries: Any) -> Any:
     import copy
     from collections.abc import Mapping
 
-    from gramdist.datasets import MOLECULE_OPTIONS, select_node_attributes
+    from gramdist.datasets import select_node_attributes
     from gramdist.datasets.inputs import as_graph_batch
+    from gramdist.datasets.molecules import CONVERSION_OPTIONS
 
     spec = (lib.dataset or {}).get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
-    options = {k: spec[k] for k in MOLECULE_OPTIONS if k in spec}
+    options = {k: spec[k] for k in CONVERSION_OPTIONS if k in spec}
     batch = copy.copy(as_graph_batch(queries, input_options=options))  # never alter the caller's batch
     if not isinstance(queries, Mapping) and "node_attributes" in spec:
         batch = select_node_attributes(batch, spec["node_attributes"])
