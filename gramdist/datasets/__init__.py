@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from gramdist.datasets.molecules import CONVERSION_OPTIONS
 from gramdist.datasets.nx import from_networkx, to_networkx
 from gramdist.datasets.resolve import dataset_search_path, resolve_dataset
 from gramdist.datasets.synthetic import SyntheticSpec, make_synthetic
@@ -50,10 +51,8 @@ __all__ = [
 ]
 
 _SOURCES = ("name", "path", "synthetic", "smiles", "sdf")
-_MOLECULE_OPTIONS = {"aromaticity": True, "formal_charge": True, "hydrogens": "implicit",
-                     "partial_charges": False, "coordinates": False, "on_error": "raise"}
-#: the molecule conversion options a ``dataset:`` may set, with their defaults
-MOLECULE_OPTIONS = dict(_MOLECULE_OPTIONS)
+#: the molecule conversion options a ``dataset:`` may set, with their defaults (molecules.py owns them)
+_MOLECULE_OPTIONS = CONVERSION_OPTIONS
 #: ``block_size``: read a SMILES file block by block on the workers (feature stores; see molecule_blocks)
 _MOLECULE_KEYS = ("column", "target", "package", "block_size", *_MOLECULE_OPTIONS)
 _KEYS = (*_SOURCES, "node_attributes", "skip", "limit", *_MOLECULE_KEYS)

@@ -23,7 +23,6 @@ The graphs, their labels and ``graph_ids`` (the molecule's index in the file) ar
 from __future__ import annotations
 
 import csv
-import gzip
 import hashlib
 import json
 import zlib
@@ -34,14 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from gramdist.datasets.molecules import open_binary
 from gramdist.errors import DatasetError, JobError
 from gramdist.graphs import GraphBatch
 
 __all__ = ["BlockIndex", "LazyMolecules", "scan_blocks"]
-
-
-def _open_binary(path: Path) -> Any:
-    return gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
 
 
 class _Lines:
@@ -90,7 +86,7 @@ def scan_blocks(path: Path, smiles_column: str, target: str | None, block_size: 
         raise DatasetError(f"{path}: a .smi file has no target column; use a CSV for targets")
     offsets, lines, n, cols, kinds = [], [], 0, (0, None), set()
     try:
-        with _open_binary(path) as raw:
+        with open_binary(path) as raw:
             feed = _Lines(raw, 0, 1, "utf-8-sig")
             rows = _csv_rows(feed, path) if kind == "csv" else _smi_rows(feed)
             if kind == "csv":
@@ -160,22 +156,24 @@ def _target_kind(value: str, path: Path, line: int) -> str:
     return "int" if x == round(x) else "float"
 
 
-def read_block_rows(index: BlockIndex, b: int) -> list[tuple[int, int, list[str]]]:
-    """The rows (offset, line, fields) of block ``b``: a seek to its start and B rows split."""
+def read_block_rows(index: BlockIndex, b: int, lo: int = 0, hi: int | None = None) -> list[tuple[int, list[str]]]:
+    """Rows ``lo..hi-1`` of block ``b`` as (line, fields): a seek to the block's start, rows split
+    up to ``hi`` only (those before ``lo`` are split to be counted, not kept)."""
     path = Path(index.path)
-    want = min(index.block_size, index.n - b * index.block_size)
+    size = min(index.block_size, index.n - b * index.block_size)
+    hi = size if hi is None else min(hi, size)
     out = []
-    with _open_binary(path) as raw:
+    with open_binary(path) as raw:
         raw.seek(index.offsets[b])  # gzip: decompresses up to it (the price of not keeping the file whole)
         feed = _Lines(raw, index.offsets[b], index.lines[b], "utf-8")
         rows = _csv_rows(feed, path) if index.kind == "csv" else _smi_rows(feed)
-        for _, _, row in rows:
-            out.append((feed.line - 1, 0, row))
-            if len(out) == want:
+        for k, (_, _, row) in enumerate(rows):
+            if k >= lo:
+                out.append((feed.line - 1, row))
+            if k + 1 == hi:
                 break
-    if len(out) != want:
-        raise DatasetError(f"{path}: block {b} has {len(out)} molecules, {want} expected: the file changed since "
-                           "it was scanned")
+    if len(out) != hi - lo:
+        raise DatasetError(f"{path}: block {b} has fewer than {hi} molecules: the file changed since it was scanned")
     return out
 
 
@@ -227,10 +225,8 @@ class LazyMolecules:
 
         bs, recs = self.index.block_size, []
         for b in range(start // bs, (stop - 1) // bs + 1):
-            rows = read_block_rows(self.index, b)
             lo, hi = max(start, b * bs) - b * bs, min(stop, (b + 1) * bs) - b * bs
-            for k in range(lo, hi):
-                line, _, row = rows[k]
+            for k, (line, row) in enumerate(read_block_rows(self.index, b, lo, hi), lo):
                 i = b * bs + k
                 smiles = (row[self.index.smiles] if self.index.smiles < len(row) else "").strip()
                 target = None if self.index.target is None else row[self.index.target]
@@ -270,8 +266,9 @@ class LazyMolecules:
         recs: list[Any] = []
         bs = self.index.block_size
         for b in np.unique(wanted // bs):
-            block = self._records(int(b) * bs, min((int(b) + 1) * bs, self.n_graphs))
-            recs.extend(block[int(i) - int(b) * bs] for i in wanted[wanted // bs == b])
+            here = wanted[wanted // bs == b]
+            block = self._records(int(b) * bs, int(here[-1]) + 1)  # the block up to its last wanted row
+            recs.extend(block[int(i) - int(b) * bs] for i in here)
         batch = self._batch(recs, wanted)
         return batch.take(np.searchsorted(wanted, idx))
 

@@ -273,6 +273,11 @@ def _file_records(path: Path, smiles_column: str, target: Any) -> list[_Record]:
 CSV_FIELD_LIMIT = 1 << 24
 
 
+def open_binary(path: Path) -> Any:
+    """A file's bytes, gunzipped on the fly when its name ends in ``.gz``."""
+    return gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
+
+
 def _open_text(path: Path, encoding: str = "utf-8") -> Any:
     """A text file, gunzipped on the fly when its name ends in ``.gz`` (MOSES ships ``.csv.gz``)."""
     if path.name.lower().endswith(".gz"):
@@ -288,7 +293,7 @@ def _not_utf8(path: Path, exc: UnicodeDecodeError) -> DatasetError:
     """The error for a file that is not UTF-8, naming the first line that is not. The text
     reader decodes in blocks, so its own position may be lines past the bad byte: find it."""
     try:
-        with (gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")) as f:
+        with open_binary(path) as f:
             for lineno, raw in enumerate(f, 1):
                 try:
                     raw.decode("utf-8")
