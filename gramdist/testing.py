@@ -74,3 +74,74 @@ def adjacency_lists(graph: Any) -> list[list[int]]:
         if u != v:
             adj[v].append(u)
     return adj
+
+
+class LocalS3:
+    """An S3-compatible server on 127.0.0.1 for tests and benchmarks: moto's standalone server
+    (``pip install 'moto[server]'``, what zarr-python's and s3fs's own suites use), started in
+    a process of its own on a free port; use as a context manager.
+
+    :attr:`env` holds what a client needs (``AWS_ENDPOINT_URL``, dummy credentials, a region):
+    set it in ``os.environ`` (and a cluster's workers' environment) to reach the server.
+    :meth:`requests` counts the requests it served so far (from its access log).
+    """
+
+    def __init__(self, bucket: str = "gramdist", log: str | None = None) -> None:
+        self.bucket, self.log_path = bucket, log
+        self.port = 0
+        self._proc: Any = None
+        self._log: Any = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_EC2_METADATA_DISABLED": "true"}
+
+    def __enter__(self) -> LocalS3:
+        import os
+        import socket
+        import subprocess
+        import sys
+        import tempfile
+        import time
+        import urllib.request
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.log_path = self.log_path or tempfile.mkstemp(prefix="gramdist-s3-", suffix=".log")[1]
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in __exit__
+        self._proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                      stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=2).close()
+                break
+            except OSError:
+                if self._proc.poll() is not None or time.time() > deadline:
+                    self.__exit__()
+                    raise RuntimeError(f"the local S3 server did not start (moto[server] installed?); see {self.log_path}") from None
+                time.sleep(0.2)
+        req = urllib.request.Request(f"{self.endpoint}/{self.bucket}", method="PUT")
+        urllib.request.urlopen(req, timeout=10).close()
+        return self
+
+    def requests(self) -> int:
+        with open(self.log_path, "rb") as f:
+            return sum(1 for line in f if b'HTTP/1.1"' in line)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except Exception:  # noqa: BLE001 - it must go
+                self._proc.kill()
+        if self._log is not None:
+            self._log.close()

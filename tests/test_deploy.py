@@ -16,6 +16,7 @@ certificate are refused.
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import logging
 import os
@@ -388,6 +389,76 @@ def test_compose_topology_runs_a_submitted_job_bitwise(tmp_path):
         cluster.close()
 
 
+S3_ENV = {"MINIO_ROOT_USER": "gramdist", "MINIO_ROOT_PASSWORD": "not-a-real-password"}
+
+
+def test_compose_s3_file_structure():
+    """The object-store variant: MinIO, a one-shot bucket maker, the same Dask commands as the
+    shared-folder file, no shared folder, every port on loopback, credentials from the
+    environment only; the TLS file applies to it unchanged."""
+    with pytest.raises(ValueError, match="MINIO_ROOT_USER"):
+        load_compose({}, "docker-compose.s3.yml")
+    c = load_compose(S3_ENV, "docker-compose.s3.yml")
+    base = load_compose({"GRAMDIST_SHARED": "/x"})
+    services = c["services"]
+    assert set(services) == {"minio", "bucket", "scheduler", "worker"}
+    for name in ("scheduler", "worker"):
+        svc = services[name]
+        assert svc["command"] == base["services"][name]["command"]
+        assert "volumes" not in svc and "user" not in svc  # nothing shared but the bucket
+        env = svc["environment"]
+        assert env["AWS_ENDPOINT_URL"] == "http://minio:9000" and env["GRAMDIST_DATA"] == "s3://gramdist/datasets"
+        assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == (S3_ENV["MINIO_ROOT_USER"], S3_ENV["MINIO_ROOT_PASSWORD"])
+    assert services["worker"]["depends_on"]["bucket"] == {"condition": "service_completed_successfully"}
+    for svc in services.values():
+        for port in svc.get("ports", []):
+            assert port.startswith("127.0.0.1:"), port
+    assert "mb --ignore-existing local/gramdist" in services["bucket"]["entrypoint"][-1]
+    tls = load_compose(S3_ENV | {"GRAMDIST_CERTS": "/c"}, "docker-compose.s3.yml", "docker-compose.tls.yml")
+    assert "8786:8786" in tls["services"]["scheduler"]["ports"] and "--tls-cert" in tls["services"]["worker"]["command"]
+    assert tls["services"]["minio"]["ports"] == services["minio"]["ports"]
+
+
+def test_compose_s3_topology_runs_a_submitted_job_bitwise(tmp_path):
+    """The S3 compose services' own commands and environment, as processes on 127.0.0.1, a local
+    S3 server standing in for MinIO: `gramdist submit --out s3://…` from the 'host', then
+    `status`; the Gram is the in-process reference's, bit for bit."""
+    if os.environ.get("CI") != "true":
+        pytest.importorskip("moto")
+    from gramdist.testing import LocalS3
+
+    c = load_compose(S3_ENV, "docker-compose.s3.yml")
+    sched, worker = c["services"]["scheduler"], c["services"]["worker"]
+    with LocalS3(bucket="gramdist") as s3:
+        env = {k: str(v) for k, v in sched["environment"].items()} | {"AWS_ENDPOINT_URL": s3.endpoint}
+        host_env = {**os.environ, **s3.env, "AWS_ACCESS_KEY_ID": S3_ENV["MINIO_ROOT_USER"],
+                    "AWS_SECRET_ACCESS_KEY": S3_ENV["MINIO_ROOT_PASSWORD"]}
+        cluster = DaskProcesses(tmp_path / "cluster", env=env)
+        try:
+            cmd = [DASK, *sched["command"][1:]]
+            cmd[cmd.index("--port") + 1] = "0"
+            cmd[cmd.index("--dashboard-address") + 1] = ":0"
+            addr = cluster.start_scheduler([*cmd, "--host", "127.0.0.1"])
+            for i in range(worker["deploy"]["replicas"]):
+                wcmd = [DASK, *worker["command"][1:]]
+                wcmd[wcmd.index("tcp://scheduler:8786")] = addr
+                wcmd[wcmd.index("--local-directory") + 1] = str(tmp_path / f"dask-worker-{i}")
+                cluster.start_worker(f"worker-{i}", wcmd)
+            cluster.wait_for_workers(worker["deploy"]["replicas"])
+            job = synthetic_job(tmp_path / "job.yaml")
+            out = "s3://gramdist/stores/syn.zarr"
+            r = run_cli("submit", str(job), "--scheduler", addr, "--out", out, "--json", env=host_env)
+            assert r.returncode == 0, r.stderr + cluster.log("worker-0")
+            w = run_cli("status", out, "--watch", "--interval", "0.3", env=host_env)
+            assert w.returncode == 0 and "complete" in w.stdout, w.stdout + w.stderr[-2000:]
+            k = subprocess.run([sys.executable, "-c", "import sys, numpy as np; from gramdist import open_gram; "
+                                f"np.save(sys.stdout.buffer, open_gram({out!r})[0])"], capture_output=True,
+                               env=host_env, check=True).stdout
+            assert np.array_equal(np.load(io.BytesIO(k)), reference_gram(job))
+        finally:
+            cluster.close()
+
+
 def test_dockerfile_builds_gramdist_image():
     """Parse the Dockerfile: base, what is copied (it exists), what is installed and run."""
     # Docker drops comment lines (also inside continuations), then joins continued lines.
@@ -404,7 +475,7 @@ def test_dockerfile_builds_gramdist_image():
             for s in srcs:
                 assert (ROOT / s).exists(), f"COPY {s}: not in the repository"
     run = " ".join(rest for k, rest in ops if k.upper() == "RUN")
-    assert 'pip install ".[dashboard,tls]"' in run  # gramdist, bokeh for :8787, cryptography for certs
+    assert 'pip install ".[dashboard,tls,s3]"' in run  # gramdist, bokeh for :8787, cryptography for certs, s3fs
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(r"^dashboard = ", pyproject, re.M) and re.search(r"^tls = .*cryptography", pyproject, re.M)
     assert "exec dask scheduler" in run and "exec dask worker" in run  # shims for old charts
@@ -1143,3 +1214,40 @@ def test_deploy_readme_commands_are_valid():
             seen.add(words[1])
         assert words[0] not in ("dask-scheduler", "dask-worker"), cmd
     assert {"run", "submit", "status", "cancel", "certs", "info", "scheduler", "worker"} <= seen
+
+
+def test_helm_s3_values_and_submit_job_need_no_shared_volume():
+    """helm-values-s3.yaml: chart keys only, no volume, credentials from the secret the S3
+    submit Job reads too; the Job's command parses, writes to a bucket, reads its job file from
+    its ConfigMap, and reaches the TLS scheduler as the shared-folder Job does."""
+    over = yaml.safe_load((DEPLOY / "kubernetes" / "helm-values-s3.yaml").read_text())
+    assert_chart_keys(over)
+    merged = merge_helm(helm_tls_values()[1], over)
+    w = merged["worker"]
+    assert w["mounts"] == {"volumes": [], "volumeMounts": []}
+    wenv = {e["name"]: e for e in w["env"]}
+    assert wenv["GRAMDIST_DATA"]["value"].startswith("s3://")
+    assert {wenv[k]["valueFrom"]["secretKeyRef"]["name"] for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")} == {"gramdist-s3"}
+    assert "custom_scheduler_url" not in over["worker"]  # the TLS file's scheduler stays
+    config, job = yaml.safe_load_all((DEPLOY / "kubernetes" / "gramdist-submit-job-s3.yaml").read_text())
+    assert config["kind"] == "ConfigMap" and job["kind"] == "Job"
+    pod = job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    from gramdist.cli import _parser
+    from gramdist.jobs import validate_job
+
+    args = _parser().parse_args(container["command"][1:])
+    assert args.out.startswith("s3://")
+    (mount,) = container["volumeMounts"]
+    assert args.job.startswith(mount["mountPath"] + "/")
+    (vol,) = pod["volumes"]
+    assert vol["configMap"]["name"] == config["metadata"]["name"]
+    name = args.job[len(mount["mountPath"]) + 1:]
+    validate_job(yaml.safe_load(config["data"][name]))
+    env = {e["name"]: e for e in container["env"]}
+    assert env["AWS_ACCESS_KEY_ID"]["valueFrom"] == wenv["AWS_ACCESS_KEY_ID"]["valueFrom"]
+    shared = yaml.safe_load((DEPLOY / "kubernetes" / "gramdist-submit-job.yaml").read_text())
+    shared_env = {e["name"]: e for e in shared["spec"]["template"]["spec"]["containers"][0]["env"]}
+    for key in ("DASK_SCHEDULER_ADDRESS", "DASK_DISTRIBUTED__COMM__TLS__CA_FILE",
+                "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT", "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY"):
+        assert env[key] == shared_env[key]

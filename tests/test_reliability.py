@@ -51,16 +51,27 @@ def test_out_naming_a_folder_itself_is_one_line(tmp_path, job, where):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["j.yaml"]  # not even a lock file
 
 
-@pytest.mark.parametrize("args", [("run", "{job}", "--out", "s3://bucket/x.zarr"), ("features", "{job}", "--out", "gs://b/f.zarr"),
-                                  ("info", "s3://bucket/x.zarr"), ("verify", "s3://bucket/x.zarr"),
-                                  ("append", "s3://bucket/x.zarr", "{job}")])
-def test_a_store_url_is_refused_not_written_as_a_local_folder(tmp_path, job, args):
-    """Until stores live on object storage (issue 33), ``s3://`` is one line, not a folder ``s3:``."""
+@pytest.mark.parametrize("args", [("run", "{job}", "--out", "gs://b/x.zarr"), ("features", "{job}", "--out", "az://b/f.zarr"),
+                                  ("info", "gs://bucket/x.zarr"), ("verify", "gs://bucket/x.zarr"),
+                                  ("append", "gs://bucket/x.zarr", "{job}")])
+def test_a_url_of_an_unwired_scheme_is_refused_not_written_as_a_local_folder(tmp_path, job, args):
+    """Only ``s3://`` is wired (tests/test_object_store.py); another scheme is one line, never
+    a local folder named ``gs:``."""
     line = one_error_line(run_cli(*[a.format(job=job) for a in args], cwd=tmp_path))
-    assert "stores at URLs" in line and "not supported yet" in line
+    assert "are not supported yet (only s3://)" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["j.yaml"]
     with pytest.raises(Exception, match="not supported yet"):
-        open_gram("s3://bucket/x.zarr")
+        open_gram("gs://bucket/x.zarr")
+
+
+@pytest.mark.parametrize("args", [("run", "{job}", "--out", "s3://bucket/x.zarr"), ("info", "s3://bucket/x.zarr")])
+def test_an_s3_url_without_credentials_is_one_line_naming_where_they_come_from(tmp_path, job, args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env |= {"AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+            "AWS_EC2_METADATA_DISABLED": "true"}
+    line = one_error_line(run_cli(*[a.format(job=job) for a in args], cwd=tmp_path, env=env))
+    assert "s3://bucket/x.zarr: cannot reach the object store" in line and "AWS_ACCESS_KEY_ID" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.yaml"]
 
 
 def test_overwrite_replaces_a_store_and_an_empty_folder(tmp_path, job):
@@ -254,11 +265,11 @@ def test_abort_during_a_commit_rolls_forward(tmp_path, job, monkeypatch):
     real = staging._copy_array_files
     died = []
 
-    def dies_in_the_commit(source, target):
+    def dies_in_the_commit(location, source, target):
         if not died:  # after the chunks and the Gram's metadata moved
             died.append(1)
             raise KeyboardInterrupt
-        return real(source, target)
+        return real(location, source, target)
 
     monkeypatch.setattr(staging, "_copy_array_files", dies_in_the_commit)
     spec = {"synthetic": {"n_graphs": 60, "n_nodes": [8, 16], "avg_degree": 2.5, "n_labels": 5, "attr_dim": 0,

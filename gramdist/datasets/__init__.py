@@ -39,6 +39,7 @@ import numpy as np
 
 from gramdist.datasets.molecules import CONVERSION_OPTIONS
 from gramdist.datasets.nx import from_networkx, to_networkx
+from gramdist.datasets.remote import fetch, is_url
 from gramdist.datasets.resolve import dataset_search_path, resolve_dataset
 from gramdist.datasets.synthetic import SyntheticSpec, make_synthetic
 from gramdist.datasets.tu import read_tu
@@ -103,6 +104,9 @@ def load_dataset(spec: str | Path | Mapping, *, recorded: bool = False) -> Graph
     if misplaced:
         raise JobError(f"dataset.{misplaced[0]}: only for molecules (dataset.smiles or dataset.sdf)")
 
+    if recorded and is_url(value):  # like a name, never downloaded for a spec read from a store
+        raise DatasetError(f"{value}: a source recorded in a store is not fetched from a URL (a store is data, not "
+                           "configuration); give the store's graphs with gramdist append --base")
     if recorded and "." in str(spec.get("package") or ""):
         raise DatasetError(f"dataset.package {spec['package']!r}: a dotted package name imports code, which a spec "
                            "read from a store may not do")
@@ -113,7 +117,7 @@ def load_dataset(spec: str | Path | Mapping, *, recorded: bool = False) -> Graph
     elif source == "path":
         if not isinstance(value, (str, Path)):
             raise JobError(f"dataset.path: expected a folder path, got {value!r}")
-        batch = read_tu(Path(value).expanduser())
+        batch = read_tu(_local(value))
     elif source in ("smiles", "sdf"):
         batch = _molecules(spec, source)
     else:
@@ -132,6 +136,12 @@ def load_dataset(spec: str | Path | Mapping, *, recorded: bool = False) -> Graph
     return _select_node_attributes(batch, spec.get("node_attributes", "all"))
 
 
+def _local(value: str | Path) -> Path:
+    """The local file or folder ``value`` names: a URL is fetched into the download cache
+    (:mod:`gramdist.datasets.remote`)."""
+    return fetch(str(value)) if is_url(value) else Path(value).expanduser()
+
+
 def _molecule_file(spec: Mapping, source: str) -> Path | None:
     """The molecule file a ``smiles``/``sdf`` spec names (None for an inline SMILES list)."""
     value = spec[source]
@@ -145,8 +155,10 @@ def _molecule_file(spec: Mapping, source: str) -> Path | None:
     allowed = (".csv", ".csv.gz", ".smi", ".smi.gz") if source == "smiles" else (".sdf", ".sdf.gz")
     if not str(value).lower().endswith(allowed):
         raise JobError(f"dataset.{source}: {value!r} must end in {', '.join(allowed[:-1])} or {allowed[-1]}")
-    path = Path(value).expanduser()
     package = spec.get("package")
+    if is_url(value) and package is None:
+        return _local(value)
+    path = Path(value).expanduser()
     if package is not None:
         if not isinstance(package, str):
             raise JobError(f"dataset.package: expected a package name, got {package!r}")

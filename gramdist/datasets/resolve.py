@@ -2,7 +2,8 @@
 
 Search order for ``name`` (the first folder ``<root>/<name>`` that exists wins):
 
-1. each root in ``$GRAMDIST_DATA`` (``os.pathsep``-separated);
+1. each root in ``$GRAMDIST_DATA`` (``os.pathsep``-separated; a root may be a URL,
+   ``s3://bucket/datasets``, whose dataset folders are fetched into the cache once);
 2. ``../shared/datasets`` relative to the current working directory;
 3. ``../shared/datasets`` relative to the repository root (the parent of the ``gramdist``
    package, when it is a source checkout holding ``pyproject.toml``: an editable install);
@@ -31,6 +32,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from gramdist.errors import DatasetError
+from gramdist.urls import is_url
 
 __all__ = ["TU_URL", "cache_dir", "dataset_search_path", "download_tu", "downloads_enabled", "install_zip",
            "resolve_dataset"]
@@ -52,9 +54,18 @@ def downloads_enabled() -> bool:
     return os.environ.get("GRAMDIST_OFFLINE", "").strip().lower() not in ("1", "true", "yes")
 
 
-def dataset_search_path() -> list[Path]:
-    """The folders searched for ``<root>/<name>``, in order (the download cache last)."""
-    roots = [Path(p) for p in os.environ.get("GRAMDIST_DATA", "").split(os.pathsep) if p]
+def data_roots() -> list[Path | str]:
+    """The roots ``$GRAMDIST_DATA`` lists: local folders, and URLs (``s3://bucket/datasets``,
+    whose ``:`` is not a separator) kept as strings."""
+    value = os.environ.get("GRAMDIST_DATA", "")
+    parts = re.split(r":(?!//)", value) if os.pathsep == ":" else value.split(os.pathsep)
+    return [p if is_url(p) else Path(p) for p in parts if p]
+
+
+def dataset_search_path() -> list[Path | str]:
+    """The folders searched for ``<root>/<name>``, in order (the download cache last); a root
+    at a URL is a string (see :func:`data_roots`)."""
+    roots = data_roots()
     roots.append(Path.cwd() / ".." / "shared" / "datasets")
     repo = Path(__file__).resolve().parents[2]
     if (repo / "pyproject.toml").is_file():
@@ -62,7 +73,7 @@ def dataset_search_path() -> list[Path]:
     roots.append(cache_dir())
     seen, unique = set(), []
     for r in roots:
-        key = os.path.normpath(os.path.abspath(r))
+        key = r if isinstance(r, str) else os.path.normpath(os.path.abspath(r))
         if key not in seen:
             seen.add(key)
             unique.append(r)
@@ -91,7 +102,12 @@ def resolve_dataset(name: str, download: bool = True) -> Path:
         raise DatasetError(f"dataset name {name!r} is not a valid TU dataset name")
     roots = dataset_search_path()
     for root in roots:
-        if (root / name).is_dir():
+        if isinstance(root, str):  # a URL: fetched into the cache (gramdist.datasets.remote)
+            from gramdist.datasets.remote import fetch, remote_folder_exists
+
+            if remote_folder_exists(f"{root.rstrip('/')}/{name}"):
+                return fetch(f"{root.rstrip('/')}/{name}")
+        elif (root / name).is_dir():
             return root / name
     if builtin_zip(name) is not None:
         try:

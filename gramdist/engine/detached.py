@@ -48,12 +48,10 @@ import logging
 import os
 import re
 import socket
-import tempfile
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from gramdist.engine.cluster import connect
@@ -131,24 +129,7 @@ def _who() -> str:
 def probe_location(path: str) -> dict[str, Any]:
     """Run on a worker: can the store ``path`` be created and written here? Returns this
     worker's host and the problem (None when there is none)."""
-    target = Path(path)
-    existing = target.parent
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    problem = None
-    if not existing.is_dir():
-        problem = f"{existing} is not a folder"
-    else:
-        try:
-            fd, probe = tempfile.mkstemp(dir=existing, prefix=".gramdist-probe-")
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as exc:
-            missing = f"{target.parent} does not exist there and " if existing != target.parent else ""
-            problem = f"{missing}{existing} is not writable ({exc.strerror or exc})"
-        else:
-            if target.exists() and not os.access(target, os.W_OK):
-                problem = "the store exists there but is not writable"
+    problem = Location(path).writable_problem()
     return {"host": socket.gethostname(), "problem": problem}
 
 
@@ -474,10 +455,13 @@ def _check_from_workers(client: Any, path: str, given: str) -> None:
     if not bad:
         return
     addr, answer = sorted(bad.items())[0]
-    hint = f" (--out {given} was resolved on this machine)" if not Location(given).is_absolute() else ""
+    if Location(given).remote:
+        need = "the workers need the bucket's credentials in their environment (or an instance role)"
+    else:
+        hint = f" (--out {given} was resolved on this machine)" if not Location(given).is_absolute() else ""
+        need = f"the store must be on a file system the workers share, at the same absolute path{hint}"
     raise StoreError(f"{path}: cannot be written from {len(bad)} of {len(answers)} workers: on worker {addr} "
-                     f"(host {answer['host']}) {answer['problem']}; the store must be on a file system the "
-                     f"workers share, at the same absolute path{hint}")
+                     f"(host {answer['host']}) {answer['problem']}; {need}")
 
 
 def _refuse_if_pending(client: Any, path: str, job_id: str) -> None:

@@ -17,7 +17,6 @@ they run: they only call the :class:`~gramdist.kernels.base.GraphKernel` contrac
 
 from __future__ import annotations
 
-import shutil
 import time
 import uuid
 from collections import Counter
@@ -56,18 +55,13 @@ def check_output_location(location: Location, n_rows: int, n_cols: int, itemsize
     """Fail before any compute (and before a lock file appears) when the store cannot be
     written: not replaceable (see :func:`~gramdist.engine.store.check_replaceable`), not
     writable, or not enough disk; ``itemsize``: bytes per Gram entry (8, or 4 for float32)."""
-    import os
-
     check_replaceable(location, overwrite)
-    target = location.path.resolve()
-    parent = location.parent_writable()
-    if not parent.is_dir():
-        raise StoreError(f"{location}: output location is not writable ({parent} is not a directory)")
-    if not os.access(parent, os.W_OK):
-        raise StoreError(f"{location}: output location is not writable ({parent})")
-    if target.exists() and not os.access(target, os.W_OK):
-        raise StoreError(f"{location}: store is not writable")
-    free = shutil.disk_usage(parent).free
+    problem = location.writable_problem()
+    if problem:
+        raise StoreError(f"{location}: output location is not writable ({problem})")
+    free = location.free_bytes()
+    if free is None:  # an object store: no disk to run out of
+        return
     need = n_rows * n_cols * itemsize
     # A float64 Gram compresses, but rarely below a quarter of its size; below that, stop now.
     if free < need / 4 + (16 << 20):

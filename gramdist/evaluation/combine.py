@@ -199,7 +199,7 @@ def combine_stores(stores: list[str], weights: list[float], out: str | os.PathLi
     grid = TileGrid(first.grid.n_rows, first.grid.n_cols, int(tile_size or first.tile_size), first.symmetric)
     check_replaceable(Location(out), overwrite)
     with StoreLock(out, log=log):
-        if Path(out).exists() and not overwrite:
+        if Location(out).exists() and not overwrite:
             raise StoreError(f"{out}: already exists; choose another --out or pass --overwrite")
         t0 = time.perf_counter()
         target = GramStore.create_combination(out, sources, [float(x) for x in w], grid, dtype=dtype,

@@ -75,11 +75,11 @@ def find_stores(paths: list[str], is_store: Callable[[Path], bool] | None = None
     is_store = is_store or is_gram_store
     out: list[str] = []
     for p in paths:
-        path = Path(p)
+        path = Location(p)
         if is_store(path):  # a damaged store is one too: opening it says what is wrong
             out.append(str(path))
-        elif path.is_dir():
-            found = sorted(str(c) for c in path.iterdir() if is_store(c))
+        elif path.is_folder():
+            found = sorted(str(c) for c in path.children() if is_store(c))
             if not found:
                 raise StoreError(f"{p}: no gramdist {kind}stores found in this folder")
             out.extend(found)

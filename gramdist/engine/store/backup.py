@@ -51,7 +51,12 @@ def save_backup(root: Any) -> None:
             pass
 
 
-def write_file_atomic(target: Path, data: bytes) -> None:
+def write_file_atomic(target: Any, data: bytes) -> None:
+    """Replace ``target`` (a local ``Path``; an object store's ``UPath``, whose every PUT is
+    atomic already) by ``data``."""
+    if not isinstance(target, Path):
+        target.write_bytes(data)
+        return
     tmp = target.with_name(f".{target.name}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, target)
@@ -59,7 +64,7 @@ def write_file_atomic(target: Path, data: bytes) -> None:
 
 def restore_group_metadata(location: Location, backup: dict[str, Any]) -> None:
     doc = {"zarr_format": 3, "node_type": "group", "attributes": backup["group"]}
-    write_file_atomic(location.child("zarr.json"), json.dumps(doc).encode())
+    location.write_atomic(json.dumps(doc).encode(), "zarr.json")
 
 
 def group_metadata_message(location: Location, lost: str) -> str:

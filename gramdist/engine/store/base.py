@@ -40,7 +40,7 @@ def as_location(where: str | Any) -> Location:
 
 
 # ------------------------------------------------------------------------------- group metadata
-def lost_metadata(folder: Path, name: str = "") -> str | None:
+def lost_metadata(folder: Any, name: str = "") -> str | None:
     """'missing' or 'unreadable (why)' when the ``zarr.json`` of ``name`` ("" = the group) is
     lost or damaged; None when it parses."""
     meta = folder / name / "zarr.json" if name else folder / "zarr.json"
@@ -68,7 +68,7 @@ def create_root(location: Location, attrs: dict[str, Any]) -> Any:
     """The root group of a new store, its attributes in the first file written (so a creation
     cut short at any later point is recognisably ours) and ``creating`` set until
     :meth:`Store.finish_creation`."""
-    return zarr.open_group(str(location), mode="w-", zarr_format=3,
+    return zarr.open_group(location.zarr_store(), mode="w-", zarr_format=3,
                            attributes=as_jsonable(attrs | {"creating": True}))
 
 
@@ -90,7 +90,7 @@ def open_root(location: Location, mode: str = "r") -> Any:
     if lost and backup.looks_like_gram_store(location):
         raise StoreError(backup.group_metadata_message(location, lost))
     try:
-        root = zarr.open_group(str(location), mode=mode)
+        root = zarr.open_group(location.zarr_store(), mode=mode)
     except Exception as exc:  # zarr raises several types for a non-store folder
         raise StoreError(f"{location}: not a Zarr store ({type(exc).__name__}: {exc})") from None
     if "gramdist_version" not in root.attrs:
@@ -165,19 +165,15 @@ def check_replaceable(location: Location, overwrite: bool) -> None:
     there, a gramdist store of either kind (reused, or replaced with ``overwrite``), or an empty
     folder. ``--overwrite`` never deletes what gramdist did not make, and a store is never the
     working directory, the root or the home folder itself."""
-    import os
-    from pathlib import Path
-
-    where = location.path.resolve()
-    if where == Path.cwd().resolve() or where == Path(where.anchor) or where == Path.home().resolve():
-        raise StoreError(f"{location}: names the folder itself ({where}), not a store in it; give a store's "
-                         "name, e.g. --out result.zarr")
-    if not location.path.exists() and not location.path.is_symlink():
-        return
-    if location.path.is_symlink() or not location.path.is_dir():
+    special = location.is_special()
+    if special:
+        raise StoreError(f"{location}: {special}; give a store's name, e.g. --out result.zarr")
+    if location.is_file_here():
         raise StoreError(f"{location}: not a gramdist store (a file); --overwrite replaces only stores and empty "
                          "folders, so it is left as it is")
-    if store_kind(location) is None and any(os.scandir(location.path)):
+    if not location.exists():
+        return
+    if store_kind(location) is None and not location.is_empty_folder():
         raise StoreError(f"{location}: not a gramdist store (a folder of other files); --overwrite replaces only "
                          "stores and empty folders, so it is left as it is")
 
@@ -185,12 +181,9 @@ def check_replaceable(location: Location, overwrite: bool) -> None:
 def prepare_location(location: Location, overwrite: bool) -> None:
     """Make room for a new store: nothing there, or (``overwrite``) a store or an empty folder,
     removed; see :func:`check_replaceable`."""
-    import os
-
     check_replaceable(location, overwrite)
-    if location.path.exists():
-        empty = not any(os.scandir(location.path))
-        if not (overwrite or empty):
+    if location.exists():
+        if not (overwrite or location.is_empty_folder()):
             raise StoreError(f"{location}: already exists")
         location.remove()
 
@@ -201,8 +194,8 @@ def sync_tree(folder: Any, files: bool = True, durable: tuple[str, ...] = ()) ->
     leave a "complete" store with chunks still in the page cache). ``durable``: subfolders
     (relative) whose files are known to be on disk already (synced before being renamed in):
     only their folders are synced."""
-    from pathlib import Path
-
+    if not isinstance(folder, (str, os.PathLike)):
+        return  # an object store's folder (a UPath): every object is durable once its PUT returned
     root = Path(folder)
     skip = tuple(str(root / d) for d in durable)
     for here, _dirs, names in os.walk(root):
@@ -230,7 +223,17 @@ def sync_tree(folder: Any, files: bool = True, durable: tuple[str, ...] = ()) ->
 
 def disk_bytes(location: Location) -> int:
     """Bytes the store takes on disk (its files' sizes)."""
-    return sum(f.stat().st_size for f in location.path.rglob("*") if f.is_file())
+    return location.total_bytes()
+
+
+def remove_tree(folder: Any) -> None:
+    """Remove a folder inside a store (a local ``Path`` or an object store's ``UPath``)."""
+    import shutil
+
+    if isinstance(folder, os.PathLike):
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        folder.fs.rm(folder.path, recursive=True)
 
 
 # ------------------------------------------------------------------------------- the store

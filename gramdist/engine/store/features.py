@@ -29,7 +29,6 @@ from gramdist.engine.store.base import (
     open_root,
     prepare_location,
     read_array,
-    sync_tree,
     write_vector,
     zarr,
 )
@@ -249,7 +248,7 @@ class FeatureStore(Store):
             self._write_vector("indptr", indptr)
             self._set(nnz=int(indptr[-1]))
         if ok:  # every byte on disk before the flag says so
-            sync_tree(self.location.path)
+            self.location.sync()
         self._set(complete=ok)
         return ok
 

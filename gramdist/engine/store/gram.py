@@ -81,10 +81,20 @@ def create_record_array(group: Any, name: str, grid: TileGrid, overwrite: bool =
 
 
 def folder_of(group: Any) -> Any:
-    """The folder of ``group`` (a store or one of its groups) on disk."""
+    """The folder of ``group`` (a store or one of its groups): a ``Path`` on disk, or a
+    ``upath.UPath`` in an object store."""
     from pathlib import Path
 
-    return Path(group.store.root) / group.path if group.path else Path(group.store.root)
+    store = group.store
+    if hasattr(store, "root"):  # zarr's LocalStore
+        base = Path(store.root)
+    else:  # its FsspecStore: an object store
+        from upath import UPath
+
+        from gramdist.urls import STORAGE_OPTIONS
+
+        base = UPath(store.fs.unstrip_protocol(store.path), **STORAGE_OPTIONS)
+    return base / group.path if group.path else base
 
 
 def chunk_exists(group: Any, name: str, chunk: tuple[int, ...]) -> bool:
@@ -225,13 +235,19 @@ def committing_message(store: Any, pending: dict[str, Any]) -> str:
 
 # ------------------------------------------------------------------------------- worker writes
 @lru_cache(maxsize=8)
-def _open_gram_array(path: str, inode: int, mtime_ns: int) -> Any:
-    return keep_empty(zarr.open_array(path, path="gram", mode="r+"))
+def _open_gram_array(path: str, version: tuple[Any, ...]) -> Any:
+    """``version``: of the array's metadata (inode and mtime, or an object's ETag): a store
+    replaced at the same path is opened anew."""
+    return keep_empty(zarr.open_array(_zarr_store(path), path="gram", mode="r+"))
 
 
 @lru_cache(maxsize=4)
-def _open_prior_array(path: str, inode: int, mtime_ns: int) -> Any:
-    return zarr.open_array(path, path="gram", mode="r")
+def _open_prior_array(path: str, version: tuple[Any, ...]) -> Any:
+    return zarr.open_array(_zarr_store(path), path="gram", mode="r")
+
+
+def _zarr_store(path: str) -> Any:
+    return Location(path).zarr_store()
 
 
 @dataclass(frozen=True)
@@ -259,8 +275,7 @@ class TileTarget:
         its old tile — checked against that tile's recorded ``checksum`` (damage is never
         carried into a tile checksummed anew), as float64 (a float32 store's values widen
         exactly, so rounding them again gives the same bits)."""
-        meta = os.stat(os.path.join(self.prior, "gram", "zarr.json"))
-        arr = _open_prior_array(self.prior, meta.st_ino, meta.st_mtime_ns)
+        arr = _open_prior_array(self.prior, Location(self.prior).version("gram", "zarr.json"))
         r0, c0 = grid.row_range(tile[0])[0], grid.col_range(tile[1])[0]
         old = np.asarray(arr[r0:r0 + known[0], c0:c0 + known[1]])
         if checksum is not None and tile_checksum(old, self.checksum_format) != checksum:
@@ -269,11 +284,11 @@ class TileTarget:
         return old.astype(np.float64)
 
     def array(self) -> Any:
-        meta = os.stat(os.path.join(self.path, "gram", "zarr.json"))
-        arr = _open_gram_array(self.path, meta.st_ino, meta.st_mtime_ns)
+        version = Location(self.path).version("gram", "zarr.json")
+        arr = _open_gram_array(self.path, version)
         if (tuple(arr.shape), str(arr.dtype)) != (tuple(self.shape), str(self.dtype)):
             _open_gram_array.cache_clear()
-            arr = _open_gram_array(self.path, meta.st_ino, meta.st_mtime_ns)
+            arr = _open_gram_array(self.path, version)
         return arr
 
     def write(self, grid: TileGrid, tile: tuple[int, int], block: np.ndarray) -> int:
@@ -702,7 +717,7 @@ def open_gram(store: str | os.PathLike, *, as_dask: bool = False,
 
 def _generation(location: Location) -> Any:
     try:
-        attrs = dict(zarr.open_group(str(location), mode="r").attrs)
+        attrs = dict(zarr.open_group(location.zarr_store(), mode="r").attrs)
     except Exception:  # noqa: BLE001 - being rewritten this instant: counts as a change
         return None
     return (attrs.get("generation", 0), bool((attrs.get("pending_append") or {}).get("state") == "committing"))

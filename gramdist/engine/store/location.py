@@ -3,9 +3,11 @@
 :class:`Location` is the one place that knows a store is a folder on a file system: the
 store package opens Zarr through it, and its *sidecars* (``STORE.lock``, ``STORE.job.json``,
 ``STORE.cancel``) are small JSON objects next to the store that it creates, replaces and
-removes. Code outside the store package never builds such a path itself, so that another
-backend (an object store, where a "rename" or an exclusive create are conditional writes)
-replaces this class and nothing else.
+removes. Code outside the store package never builds such a path itself.
+
+``Location("s3://bucket/x.zarr")`` is an :class:`~.objects.ObjectLocation` instead (the
+object-store backend, :mod:`.objects`): the same methods, where an exclusive create and a
+replace-if-unchanged are conditional writes instead of hard links and renames.
 """
 
 from __future__ import annotations
@@ -13,32 +15,37 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
-from gramdist.errors import StoreError
-
-#: a URL scheme (``s3://``, ``gs://``, ``az://``, ``http://``...): two or more letters, so that a
-#: Windows drive (``C:/``) is never one
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+://")
+from gramdist.urls import is_url
 
 
 class Location:
-    """A store's place: a local folder ``path`` (which need not exist yet)."""
+    """A store's place: a local folder ``path`` (which need not exist yet); a URL gives an
+    :class:`~.objects.ObjectLocation`."""
+
+    #: whether the store lives in an object store (no renames, no fsync, no disk to measure)
+    remote = False
+
+    def __new__(cls, path: str | os.PathLike) -> Location:
+        if cls is Location and is_url(os.fspath(path)):
+            from gramdist.engine.store.objects import ObjectLocation
+
+            return super().__new__(ObjectLocation)
+        return super().__new__(cls)
 
     def __init__(self, path: str | os.PathLike) -> None:
         text = os.fspath(path)
         if isinstance(text, str) and text.startswith("file://"):
             text = text[len("file://"):]
-        elif isinstance(text, str) and _URL.match(text):
-            # Refused until an object-store backend exists: Path("s3://b/x.zarr") would quietly
-            # be a local folder named "s3:" (issue 33).
-            raise StoreError(f"{text}: stores at URLs ({text.split(':', 1)[0]}://) are not supported yet; "
-                             "give a local folder, or a shared one every worker sees at the same path")
         self.path = Path(text)
+
+    def __getnewargs__(self) -> tuple[str]:
+        return (str(self),)
 
     def __str__(self) -> str:
         return str(self.path)
@@ -73,6 +80,10 @@ class Location:
         """The store ``name`` inside this folder of stores (a grid's output)."""
         return Location(self.path / name)
 
+    def children(self) -> list[Location]:
+        """What this folder of stores holds (a grid's settings), sorted by name."""
+        return [Location(c) for c in sorted(self.path.iterdir())] if self.path.is_dir() else []
+
     def parent(self) -> Location:
         """The folder holding this store (a grid's folder, for one of its settings)."""
         return Location(self.path.parent)
@@ -99,12 +110,124 @@ class Location:
     def remove(self) -> None:
         shutil.rmtree(self.path)
 
+    def remove_child(self, *parts: str) -> None:
+        """Remove a file or folder inside the store (absent: nothing happens)."""
+        target = self.child(*parts)
+        if target.is_dir():
+            shutil.rmtree(target, ignore_errors=True)
+        else:
+            target.unlink(missing_ok=True)
+
+    def files(self, under: str) -> list[str]:
+        """The files under the folder ``under`` of the store, as paths relative to it (``/``
+        separated; temporary files, named with a leading dot, left out)."""
+        base = self.child(under)
+        if not base.is_dir():
+            return []
+        return sorted(p.relative_to(base).as_posix() for p in base.rglob("*")
+                      if p.is_file() and not p.name.startswith("."))
+
+    def folders(self, under: str = "") -> list[str]:
+        """The names of the folders directly in ``under`` (the store itself by default)."""
+        base = self.child(under) if under else self.path
+        return sorted(c.name for c in base.iterdir() if c.is_dir()) if base.is_dir() else []
+
+    def move_file(self, source: str, target: str) -> None:
+        """Move a file of the store to another place in it, replacing what is there (a rename:
+        the target is always whole)."""
+        dest = self.child(target)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(self.child(source), dest)
+
+    def copy_file(self, source: str, target: str) -> None:
+        """Copy a file of the store over another, atomically (the source stays)."""
+        self.write_atomic(self.child(source).read_bytes(), target)
+
+    def move_folder(self, source: str, target: str) -> None:
+        """Move a folder of the store to another place in it, replacing one there."""
+        self.remove_child(target)
+        self.child(target).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(self.child(source), self.child(target))
+
+    def zarr_store(self) -> str:
+        """What Zarr opens for this store."""
+        return str(self.path)
+
+    def write_atomic(self, data: bytes, *parts: str) -> None:
+        """Replace the file ``parts`` inside the store by ``data`` atomically (a temporary file,
+        fsynced, renamed into place): a reader sees the old content or the new, never a mixture."""
+        target = self.child(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def version(self, *parts: str) -> tuple[Any, ...]:
+        """What changes when the file ``parts`` is replaced (a cache key for opened arrays)."""
+        meta = self.child(*parts).stat()
+        return (meta.st_ino, meta.st_mtime_ns)
+
+    def total_bytes(self) -> int:
+        """Bytes the store takes (its files' sizes)."""
+        return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
+
+    def is_special(self) -> str | None:
+        """Why no store may be made here at all (the working directory, the root, the home
+        folder), or None."""
+        where = self.path.resolve()
+        if where == Path.cwd().resolve() or where == Path(where.anchor) or where == Path.home().resolve():
+            return f"names the folder itself ({where}), not a store in it"
+        return None
+
+    def is_file_here(self) -> bool:
+        """Something that is not a folder (a file, a link) stands where the store would be."""
+        return self.path.is_symlink() or (self.path.exists() and not self.path.is_dir())
+
     def parent_writable(self) -> Path:
         """The nearest existing folder above the store (where it will be created)."""
         parent = self.path.resolve().parent
         while not parent.exists():
             parent = parent.parent
         return parent
+
+    def writable_problem(self) -> str | None:
+        """Why this process cannot create and write the store here (None when it can): what a
+        worker answers before a detached job is submitted."""
+        target = self.path.absolute()
+        existing = target.parent
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            return f"{existing} is not a folder"
+        try:
+            fd, probe = tempfile.mkstemp(dir=existing, prefix=".gramdist-probe-")
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            missing = f"{target.parent} does not exist there and " if existing != target.parent else ""
+            return f"{missing}{existing} is not writable ({exc.strerror or exc})"
+        if target.exists() and not os.access(target, os.W_OK):
+            return "the store exists there but is not writable"
+        return None
+
+    def free_bytes(self) -> int | None:
+        """Free space where the store will be written (None: unknown, e.g. an object store)."""
+        return shutil.disk_usage(self.parent_writable()).free
+
+    def sync(self, durable: tuple[str, ...] = (), files: bool = True, under: str = "") -> None:
+        """Make what was written under the store (or its subfolder ``under``) durable before the
+        store says it is complete (see :func:`~.base.sync_tree`)."""
+        from gramdist.engine.store.base import sync_tree
+
+        sync_tree(self.child(under) if under else self.path, files=files, durable=durable)
 
 
 class Sidecar:
@@ -189,3 +312,32 @@ class Sidecar:
         if value is not None:
             other.create(value)
         self.remove()
+
+    def _take(self, why: str, token: str | None) -> Sidecar | None:
+        """Move the object away if it holds ``token`` (then the caller owns the moved copy);
+        None if it was gone or held another token (put back)."""
+        tomb = Sidecar(self.beside(f"{why}-{uuid.uuid4().hex}"))
+        if not self.rename_to(tomb.path):
+            return None  # someone else renamed it away first
+        if (tomb.read() or {}).get("token") != token:  # replaced meanwhile: not the one meant
+            tomb.restore_to(self)
+            return None
+        return tomb
+
+    def replace_if(self, token: str | None, value: dict[str, Any]) -> bool:
+        """Replace the object by ``value`` only if it still holds ``token``; False if it changed
+        (another writer got there first). Here: renamed away (of several renamers exactly one
+        succeeds), checked, then created anew."""
+        tomb = self._take("stale", token)
+        if tomb is None:
+            return False
+        tomb.remove()
+        return self.create(value)
+
+    def remove_if(self, token: str) -> bool:
+        """Remove the object only if it holds ``token``; False if it holds another."""
+        tomb = self._take("release", token)
+        if tomb is None:
+            return False
+        tomb.remove()
+        return True

@@ -245,18 +245,16 @@ class StoreLock:
 
     def _take_over(self, held: dict[str, Any]) -> bool:
         """Replace a stale lock by ours with the next epoch; False if another writer got there
-        first (then the caller looks again)."""
-        tomb = self.file.beside(f"stale-{self.token}")
-        if not self.file.rename_to(tomb):
-            return False  # someone else renamed it away first
-        taken = Sidecar(tomb).read() or {}
-        if taken.get("token") != held.get("token"):  # a fresh lock replaced the stale one meanwhile
-            Sidecar(tomb).restore_to(self.file)
+        first (then the caller looks again). The replace is conditional on the lock still being
+        the stale one (:meth:`~.location.Sidecar.replace_if`: a rename locally, a compare-and-swap
+        on its ETag in an object store), so of several writers taking it over exactly one does."""
+        epoch = int(_number(held.get("epoch"), 0)) + 1
+        if not self.file.replace_if(held.get("token"), self._record(epoch)):
             return False
-        Sidecar(tomb).remove()
+        self.epoch = epoch
         if held.get("token"):
             beat_file(self.store, str(held["token"])).remove()
-        return self._try_create(int(_number(held.get("epoch"), 0)) + 1)
+        return True
 
     def _beat_now(self) -> None:
         now = time.time()
@@ -296,13 +294,7 @@ class StoreLock:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
-        tomb = self.file.beside(f"release-{self.token}")
-        if self.file.rename_to(tomb):
-            taken = Sidecar(tomb).read() or {}
-            if taken.get("token") == self.token:
-                Sidecar(tomb).remove()
-            else:  # not ours (we had lost it): put it back for its holder
-                Sidecar(tomb).restore_to(self.file)
+        self.file.remove_if(self.token)  # not ours (we had lost it): left to its holder
         self._beat.remove()
 
     def __enter__(self) -> StoreLock:

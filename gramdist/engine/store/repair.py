@@ -89,7 +89,7 @@ def verify_gram_store(location: Location, *, repair: bool = False) -> dict[str, 
     if grid is None or (rewritten and not repair):
         return check.report([], 0, checksummed)
     if rewritten:
-        root = zarr.open_group(str(location), mode="r+")
+        root = zarr.open_group(location.zarr_store(), mode="r+")
     mask, sums, ok = _records(root, grid, check, location, rewritten)
     if not ok:
         return check.report([], 0, sums is not None)
@@ -120,7 +120,7 @@ def verify_gram_store(location: Location, *, repair: bool = False) -> dict[str, 
 
 def _open(location: Location, repair: bool) -> Any:
     try:
-        root = zarr.open_group(str(location), mode="r+" if repair else "r")
+        root = zarr.open_group(location.zarr_store(), mode="r+" if repair else "r")
     except Exception as exc:  # noqa: BLE001 - zarr raises several types for a non-store folder
         raise StoreError(f"{location}: not a Zarr store ({type(exc).__name__}: {exc})") from None
     if "gramdist_version" not in root.attrs:
@@ -213,8 +213,7 @@ def _rewrite_array_metadata(location: Location, name: str, grid: TileGrid, dtype
         scratch = zarr.open_group(tmp, mode="w", zarr_format=3)
         create_tile_arrays(scratch, grid, dtype, compression_level)
         data = (Path(tmp) / name / "zarr.json").read_bytes()
-    location.child(name).mkdir(parents=True, exist_ok=True)
-    backup.write_file_atomic(location.child(name, "zarr.json"), data)
+    location.write_atomic(data, name, "zarr.json")
 
 
 def _grid_from_vectors(root: Any, location: Location) -> TileGrid | None:
@@ -307,8 +306,7 @@ def _changed_digests(root: Any, location: Location) -> dict[str, str]:
 def _check_embeddings(location: Location, check: _Check) -> None:
     """Kept embeddings are a cache checked on reading; a damaged one is reported, and removed by
     ``--repair`` (the next append embeds that chunk again)."""
-    import shutil
-
+    from gramdist.engine.store.base import remove_tree
     from gramdist.engine.store.layout import EMBEDDINGS
     from gramdist.engine.store.state import embedding_problem
 
@@ -321,7 +319,7 @@ def _check_embeddings(location: Location, check: _Check) -> None:
             check.lost(f"{location}: the kept embedding {EMBEDDINGS}/{chunk.name} {problem}",
                        f"removed the damaged kept embedding {EMBEDDINGS}/{chunk.name} (the next append embeds it again)")
             if check.repair:
-                shutil.rmtree(chunk, ignore_errors=True)
+                remove_tree(chunk)
 
 
 def _vector_problem(root: Any, name: str, n: int | None) -> str | None:

@@ -10,11 +10,9 @@ attribute records the append while it runs (:class:`PendingAppend`), and ``appen
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +22,6 @@ from gramdist.engine.store.gram import (
     GramStore,
     TileTarget,
     create_tile_arrays,
-    folder_of,
     grid_of,
     mark_group_complete,
     read_checksums,
@@ -118,7 +115,7 @@ class Staging:
 
     @property
     def folder(self) -> str:
-        return str(Path(self.store.location.resolved()) / self.name)
+        return str(self.store.location.join(self.name).resolved())
 
     @property
     def grid(self) -> TileGrid:
@@ -198,24 +195,21 @@ class Staging:
         Returns whether the grown store is complete.
         """
         root, group, grid = self.store.root, self.group, self.grid
-        path = folder_of(root)
+        location, name = self.store.location, self.name
         record = dict(root.attrs.get("pending_append") or {})
         record["state"] = "committing"
         generation = int(root.attrs.get("generation", 0)) + 1
         root.attrs.update({"pending_append": record, "generation": generation, "complete": False})
-        source, target = path / self.name / "gram", path / "gram"
-        _move_chunks(source, target)
-        _move_folders(path / self.name / EMBEDDINGS, path / EMBEDDINGS)
-        from gramdist.engine.store.backup import write_file_atomic
-
-        write_file_atomic(target / "zarr.json", (source / "zarr.json").read_bytes())
+        _move_chunks(location, f"{name}/gram", "gram")
+        _move_folders(location, f"{name}/{EMBEDDINGS}", EMBEDDINGS)
+        location.copy_file(f"{name}/gram/zarr.json", "gram/zarr.json")
         # the grown done-mask and checksums, copied file by file (each replaced whole) so that
         # the store never lacks them: an overwrite would delete them first
         for rec in ("tile_checksums", "tiles_done"):
-            _copy_array_files(path / self.name / rec, path / rec)
+            _copy_array_files(location, f"{name}/{rec}", rec)
         for vec in ("diag", "diag_cols", "y", "graph_ids", "graph_ids_cols"):
             if present(group, vec):
-                self.store._write_vector(vec, read_array(group, vec, path / self.name))
+                self.store._write_vector(vec, read_array(group, vec, self.folder))
         root.attrs.update(as_jsonable(dict(group.attrs["commit_attrs"])) | {
             "generation": generation + 1, "diag_complete": bool(group.attrs.get("diag_complete"))})
         # the chunks and embeddings renamed in were synced with the staging group (or when the store
@@ -223,7 +217,7 @@ class Staging:
         complete = mark_group_complete(root, grid, durable=("gram/c", EMBEDDINGS))
         # the record goes last: a commit killed before this point is finished by the next run
         root.attrs["pending_append"] = None
-        shutil.rmtree(path / self.name, ignore_errors=True)
+        location.remove_child(name)
         return complete
 
 
@@ -239,9 +233,7 @@ def begin_append(store: GramStore, grid: TileGrid, *, mask: np.ndarray, checksum
     if graphs.y is not None:
         vectors["y"] = graphs.y
     name = f"{PENDING_PREFIX}{entry.checksum[:12]}"
-    path = folder_of(store.root) / name
-    if path.exists():
-        shutil.rmtree(path)
+    store.location.remove_child(name)
     group = store.root.create_group(name)
     create_tile_arrays(group, grid, store.dtype, store.compression_level)
     group.require_group(EMBEDDINGS)
@@ -266,17 +258,15 @@ def begin_append(store: GramStore, grid: TileGrid, *, mask: np.ndarray, checksum
 
 def pending_groups(store: GramStore) -> list[str]:
     """Names of the staging groups in a store folder (normally none, or one while an append runs)."""
-    p = store.location.path
-    return sorted(c.name for c in p.iterdir() if c.is_dir() and c.name.startswith(PENDING_PREFIX)) if p.is_dir() else []
+    return [n for n in store.location.folders() if n.startswith(PENDING_PREFIX)]
 
 
 def discard_pending(store: GramStore, name: str | None = None) -> list[str]:
     """Remove staging groups (``name``, or every one) and the ``pending_append`` record if it
     names one of them."""
-    path = store.location.path
     names = [name] if name else pending_groups(store)
     for n in names:
-        shutil.rmtree(path / n, ignore_errors=True)
+        store.location.remove_child(n)
     record = store.root.attrs.get("pending_append")
     if record is not None and (name is None or record.get("group") == name):
         store.root.attrs["pending_append"] = None
@@ -290,42 +280,28 @@ def pending_progress(store: GramStore, pending: dict[str, Any]) -> tuple[int, in
         return None
 
 
-def _move_chunks(source: Path, target: Path) -> None:
-    """Rename every chunk file under ``source/c`` to the same place under ``target/c``."""
-    base = source / "c"
-    if not base.is_dir():
-        return
-    for folder, _dirs, files in os.walk(base):
-        rel = Path(folder).relative_to(source)
-        for f in files:
-            if f.endswith(".partial"):  # left by a writer killed mid-write: never a chunk
-                (Path(folder) / f).unlink(missing_ok=True)
-                continue
-            (target / rel).mkdir(parents=True, exist_ok=True)
-            os.replace(Path(folder) / f, target / rel / f)
+def _move_chunks(location: Any, source: str, target: str) -> None:
+    """Move every chunk file under ``source/c`` to the same place under ``target/c``."""
+    for rel in location.files(f"{source}/c"):
+        if rel.endswith(".partial"):  # left by a writer killed mid-write: never a chunk
+            location.remove_child(f"{source}/c/{rel}")
+            continue
+        location.move_file(f"{source}/c/{rel}", f"{target}/c/{rel}")
 
 
-def _copy_array_files(source: Path, target: Path) -> None:
+def _copy_array_files(location: Any, source: str, target: str) -> None:
     """Copy an array's files over another's, its chunks first and its metadata last, each file
     replaced atomically; the source stays (a rerun of the commit copies it again)."""
-    from gramdist.engine.store.backup import write_file_atomic
-
-    files = sorted((p for p in source.rglob("*") if p.is_file() and not p.name.startswith(".")),
-                   key=lambda p: p.name == "zarr.json")
-    for f in files:
-        (target / f.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
-        write_file_atomic(target / f.relative_to(source), f.read_bytes())
+    for rel in sorted(location.files(source), key=lambda f: f.rsplit("/", 1)[-1] == "zarr.json"):
+        location.copy_file(f"{source}/{rel}", f"{target}/{rel}")
 
 
-def _move_folders(source: Path, target: Path) -> None:
-    """Move every folder under ``source`` to ``target`` (replacing one of the same name)."""
-    if not source.is_dir():
+def _move_folders(location: Any, source: str, target: str) -> None:
+    """Move every folder under ``source`` to ``target`` (replacing one of the same name), and
+    ``source``'s group metadata when ``target`` has none."""
+    if not location.files(source):
         return
-    target.mkdir(parents=True, exist_ok=True)
-    if not (target / "zarr.json").exists() and (source / "zarr.json").exists():
-        shutil.copyfile(source / "zarr.json", target / "zarr.json")
-    for child in source.iterdir():
-        if child.is_dir():
-            if (target / child.name).exists():
-                shutil.rmtree(target / child.name)
-            os.replace(child, target / child.name)
+    if "zarr.json" not in location.files(target) and "zarr.json" in location.files(source):
+        location.copy_file(f"{source}/zarr.json", f"{target}/zarr.json")
+    for child in location.folders(source):
+        location.move_folder(f"{source}/{child}", f"{target}/{child}")

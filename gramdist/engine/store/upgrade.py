@@ -13,12 +13,11 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gramdist.engine.store.backup import write_file_atomic
 from gramdist.engine.store.layout import GRAM_ARRAYS, GRAM_COORDINATES
 from gramdist.engine.store.state import state_array_names, state_dimensions
 
@@ -112,12 +111,10 @@ def upgrade_gram_store(store: Any) -> list[str]:
     return todo
 
 
-def _set_dimension_names(meta_path: Path, dims: tuple[str, ...], attributes: dict[str, Any]) -> None:
+def _set_dimension_names(meta_path: Any, dims: tuple[str, ...], attributes: dict[str, Any]) -> None:
     """Set ``dimension_names`` (and merge ``attributes``) in an array's Zarr v3 metadata file."""
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     meta["dimension_names"] = list(dims)
     if attributes:
         meta["attributes"] = {**meta.get("attributes", {}), **attributes}
-    tmp = meta_path.with_name(meta_path.name + ".upgrade")
-    tmp.write_text(json.dumps(meta, indent=2), encoding="utf-8")
-    os.replace(tmp, meta_path)
+    write_file_atomic(meta_path, json.dumps(meta, indent=2).encode("utf-8"))
