@@ -128,8 +128,12 @@ class LocalS3:
                     self.__exit__()
                     raise RuntimeError(f"the local S3 server did not start (moto[server] installed?); see {self.log_path}") from None
                 time.sleep(0.2)
-        req = urllib.request.Request(f"{self.endpoint}/{self.bucket}", method="PUT")
-        urllib.request.urlopen(req, timeout=10).close()
+        try:
+            req = urllib.request.Request(f"{self.endpoint}/{self.bucket}", method="PUT")
+            urllib.request.urlopen(req, timeout=10).close()
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def requests(self) -> int:

@@ -19,8 +19,10 @@ CREDENTIALS_HINT = ("credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_K
                     "an S3-compatible server's address from AWS_ENDPOINT_URL")
 
 #: what every filesystem is opened with: no listing cache, so that a process sees the objects
-#: another process wrote a moment ago (a lock, a tile) rather than a listing it made earlier
-STORAGE_OPTIONS: dict[str, Any] = {"use_listings_cache": False}
+#: another process wrote a moment ago (a lock, a tile) rather than a listing it made earlier;
+#: ``max_concurrency`` 1: a whole-object read is one GET (s3fs otherwise asks its size first, a
+#: HEAD per read, to split large ones: our objects are chunks of at most a few tens of MB)
+STORAGE_OPTIONS: dict[str, Any] = {"use_listings_cache": False, "max_concurrency": 1}
 
 
 def is_url(value: Any) -> bool:

@@ -90,7 +90,7 @@ def open_root(location: Location, mode: str = "r") -> Any:
     if lost and backup.looks_like_gram_store(location):
         raise StoreError(backup.group_metadata_message(location, lost))
     try:
-        root = zarr.open_group(location.zarr_store(), mode=mode)
+        root = zarr.open_group(location.zarr_store(), mode=mode, zarr_format=3)
     except Exception as exc:  # zarr raises several types for a non-store folder
         raise StoreError(f"{location}: not a Zarr store ({type(exc).__name__}: {exc})") from None
     if "gramdist_version" not in root.attrs:

@@ -72,7 +72,7 @@ class ChunkTarget:
     def _write_vectors(self, r0: int, r1: int, vectors: dict[str, np.ndarray | None]) -> None:
         for name, values in vectors.items():
             if values is not None:
-                zarr.open_array(self.path, path=name, mode="r+")[r0:r1] = values
+                zarr.open_array(self.path, path=name, mode="r+", zarr_format=3)[r0:r1] = values
 
     def write_sparse(self, i: int, rows: dict[str, Any], batch: GraphBatch) -> int:
         """Write chunk ``i``'s CSR rows (``indptr``, ``keys``, ``values``, ``diag``) and vectors;
@@ -104,7 +104,7 @@ class ChunkTarget:
         r0, r1 = self.grid.range(i)
         phi = np.ascontiguousarray(phi, dtype=np.float64)
         vec = self._vectors(diag, batch.y, batch.graph_ids)
-        zarr.open_array(self.path, path="features", mode="r+")[r0:r1] = phi
+        zarr.open_array(self.path, path="features", mode="r+", zarr_format=3)[r0:r1] = phi
         self._write_vectors(r0, r1, vec)
         return words_checksum(phi, *vec.values(), fmt=self.checksum_format)
 

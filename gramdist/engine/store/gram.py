@@ -238,12 +238,12 @@ def committing_message(store: Any, pending: dict[str, Any]) -> str:
 def _open_gram_array(path: str, version: tuple[Any, ...]) -> Any:
     """``version``: of the array's metadata (inode and mtime, or an object's ETag): a store
     replaced at the same path is opened anew."""
-    return keep_empty(zarr.open_array(_zarr_store(path), path="gram", mode="r+"))
+    return keep_empty(zarr.open_array(_zarr_store(path), path="gram", mode="r+", zarr_format=3))
 
 
 @lru_cache(maxsize=4)
 def _open_prior_array(path: str, version: tuple[Any, ...]) -> Any:
-    return zarr.open_array(_zarr_store(path), path="gram", mode="r")
+    return zarr.open_array(_zarr_store(path), path="gram", mode="r", zarr_format=3)
 
 
 def _zarr_store(path: str) -> Any:
@@ -284,12 +284,21 @@ class TileTarget:
         return old.astype(np.float64)
 
     def array(self) -> Any:
-        version = Location(self.path).version("gram", "zarr.json")
+        version = self._version()
         arr = _open_gram_array(self.path, version)
         if (tuple(arr.shape), str(arr.dtype)) != (tuple(self.shape), str(self.dtype)):
             _open_gram_array.cache_clear()
             arr = _open_gram_array(self.path, version)
         return arr
+
+    def _version(self) -> tuple[Any, ...]:
+        """What identifies the store's Gram array for the cache of opened arrays: its metadata
+        file's inode and mtime (a stat); in a bucket, where that is a request per tile, the
+        writer's lease (one writer per lease: the store is not replaced under it)."""
+        location = Location(self.path)
+        if location.remote and self.lease is not None:
+            return (self.lease.token,)
+        return location.version("gram", "zarr.json")
 
     def write(self, grid: TileGrid, tile: tuple[int, int], block: np.ndarray) -> int:
         """Write ``block`` as tile ``(i, j)`` (and its mirror when symmetric); its checksum.
@@ -717,7 +726,7 @@ def open_gram(store: str | os.PathLike, *, as_dask: bool = False,
 
 def _generation(location: Location) -> Any:
     try:
-        attrs = dict(zarr.open_group(location.zarr_store(), mode="r").attrs)
+        attrs = dict(zarr.open_group(location.zarr_store(), mode="r", zarr_format=3).attrs)
     except Exception:  # noqa: BLE001 - being rewritten this instant: counts as a change
         return None
     return (attrs.get("generation", 0), bool((attrs.get("pending_append") or {}).get("state") == "committing"))

@@ -47,6 +47,11 @@ STALE_SECONDS = float(os.environ.get("GRAMDIST_LEASE_SECONDS") or 60.0)
 HEARTBEAT_SECONDS = min(10.0, STALE_SECONDS / 6)
 #: a writer stops writing this long before its lease would expire (its heartbeat is late)
 SAFETY_SECONDS = min(15.0, STALE_SECONDS / 4)
+#: a lease that passed its check this recently is not read again (in a bucket, a check is two
+#: GETs per tile); well below SAFETY_SECONDS, so a write still lands long before anyone could
+#: take the lock over (that needs the lease expired: STALE_SECONDS without a heartbeat)
+RECHECK_SECONDS = min(1.0, SAFETY_SECONDS / 4)
+_checked: dict[tuple[str, str], float] = {}
 
 
 class StoreBusyError(StoreError):
@@ -146,7 +151,11 @@ class Lease:
     token: str
 
     def check(self) -> None:
-        """:class:`LeaseLost` unless the holder still holds the store with a fresh heartbeat."""
+        """:class:`LeaseLost` unless the holder still holds the store with a fresh heartbeat
+        (read again unless it passed within :data:`RECHECK_SECONDS`)."""
+        key = (self.store, self.token)
+        if time.monotonic() - _checked.get(key, -1e9) < RECHECK_SECONDS:
+            return
         record = read_lock(self.store)
         if record is None or record.get("token") != self.token:
             raise LeaseLost(f"{self.store}: this run no longer holds the store (its lock was taken over or "
@@ -155,6 +164,7 @@ class Lease:
         if age > STALE_SECONDS - SAFETY_SECONDS:
             raise LeaseLost(f"{self.store}: this run's lease ran out (no heartbeat for {age:.0f} s: was it stopped "
                             "or suspended?); it stops writing; run it again to resume")
+        _checked[key] = time.monotonic()
 
 
 class StoreLock:

@@ -158,7 +158,7 @@ def read_embedding(path: str, name: str, checksum: str) -> Any | None:
     if not (folder / "zarr.json").is_file():
         return None
     try:
-        group = zarr.open_group(str(folder), mode="r")
+        group = zarr.open_group(str(folder), mode="r", zarr_format=3)
         attrs = dict(group.attrs)
         if not attrs.get("complete") or attrs.get("checksum") != checksum:
             return None
@@ -182,7 +182,7 @@ def read_embedding(path: str, name: str, checksum: str) -> Any | None:
 def embedding_problem(folder: Any) -> str | None:
     """What is wrong with a kept embedding's folder (None when it reads and matches its digest)."""
     try:
-        group = zarr.open_group(str(folder), mode="r")
+        group = zarr.open_group(str(folder), mode="r", zarr_format=3)
         attrs = dict(group.attrs)
         if not attrs.get("complete"):
             return "was never completely written"
