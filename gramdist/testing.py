@@ -86,15 +86,16 @@ class LocalS3:
     :meth:`requests` counts the requests it served so far (from its access log).
     """
 
-    def __init__(self, bucket: str = "gramdist", log: str | None = None) -> None:
-        self.bucket, self.log_path = bucket, log
+    def __init__(self, bucket: str = "gramdist", log: str | None = None, endpoint: str | None = None) -> None:
+        self.bucket, self.log_path, self.given = bucket, log, endpoint
         self.port = 0
         self._proc: Any = None
         self._log: Any = None
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """The server's address (``endpoint`` when one already running was given)."""
+        return self.given or f"http://127.0.0.1:{self.port}"
 
     @property
     def env(self) -> dict[str, str]:
@@ -109,34 +110,42 @@ class LocalS3:
         import sys
         import tempfile
         import time
+        import urllib.error
         import urllib.request
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.log_path = self.log_path or tempfile.mkstemp(prefix="gramdist-s3-", suffix=".log")[1]
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in __exit__
-        self._proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                      stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
+        if self.given is None:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                self.port = s.getsockname()[1]
+            self.log_path = self.log_path or tempfile.mkstemp(prefix="gramdist-s3-", suffix=".log")[1]
+            self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in __exit__
+            self._proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                          stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
         deadline = time.time() + 60
         while True:
             try:
                 urllib.request.urlopen(f"{self.endpoint}/moto-api/", timeout=2).close()
                 break
             except OSError:
-                if self._proc.poll() is not None or time.time() > deadline:
+                if (self._proc is not None and self._proc.poll() is not None) or time.time() > deadline:
                     self.__exit__()
                     raise RuntimeError(f"the local S3 server did not start (moto[server] installed?); see {self.log_path}") from None
                 time.sleep(0.2)
         try:
             req = urllib.request.Request(f"{self.endpoint}/{self.bucket}", method="PUT")
-            urllib.request.urlopen(req, timeout=10).close()
+            try:
+                urllib.request.urlopen(req, timeout=10).close()
+            except urllib.error.HTTPError as exc:
+                if exc.code != 409:  # 409: the bucket exists already (a server given to us)
+                    raise
         except BaseException:
             self.__exit__()
             raise
         return self
 
     def requests(self) -> int:
+        if self.log_path is None:
+            return 0  # a server started elsewhere: its log is not ours to read
         with open(self.log_path, "rb") as f:
             return sum(1 for line in f if b'HTTP/1.1"' in line)
 

@@ -1,7 +1,7 @@
 """Stores in an object store (issue 33): ``s3://`` URLs against a real S3 API.
 
 A local S3-compatible server (moto's standalone server, :class:`gramdist.testing.LocalS3`) is
-started on 127.0.0.1 for the module; every case runs the way a user would (the CLI in a
+started on 127.0.0.1 for the module (or the one ``.ci/run`` started, ``$GRAMDIST_TEST_S3_ENDPOINT``); every case runs the way a user would (the CLI in a
 subprocess, or the Python front ends), and ends bitwise equal to the same job on a local folder.
 """
 
@@ -37,7 +37,7 @@ def s3():
             raise
         pytest.skip("moto[server] and s3fs are needed (pip install -e '.[test]')")
     saved = {k: os.environ.get(k) for k in LocalS3().env}
-    with LocalS3(bucket="gramdist-test") as server:
+    with LocalS3(bucket="gramdist-test", endpoint=os.environ.get("GRAMDIST_TEST_S3_ENDPOINT")) as server:
         os.environ.update(server.env)
         try:
             yield server
