@@ -224,6 +224,8 @@ def _holdout(args: argparse.Namespace, proto: Any) -> int:
         raise JobError("--test scores a fixed test set; --plot, --refit, --combine and --out are for the nested CV")
     from gramdist.evaluation.nested_cv import RunOptions
 
+    if _feature_stores(args.stores):
+        return _feature_holdout(args)
     # --test has always selected by a full inner CV, also under a protocol with one validation split
     selection = replace(proto, inner_holdout=False)
     result = evaluate_holdout(args.stores, args.test, selection,
@@ -239,6 +241,32 @@ def _holdout(args: argparse.Namespace, proto: Any) -> int:
     print(f"test: {score} on {result['test_graphs']} graphs (fitted on {result['train_graphs']}; "
           f"{Path(result['store']).name} and C = {result['C']:g} chosen by {result['inner_folds']}-fold CV "
           f"on the training graphs among {len(result['stores'])} store(s), C in {c_grid_text(proto.c_grid)})")
+    return 0
+
+
+def _feature_holdout(args: argparse.Namespace) -> int:
+    """``evaluate TRAIN.zarr --test T1.zarr [T2.zarr…]`` on feature stores: a streamed linear
+    model, its penalty chosen on a validation part of the training store (see
+    :mod:`gramdist.evaluation.feature_holdout`)."""
+    from gramdist.evaluation.feature_holdout import evaluate_feature_holdout
+
+    if len(args.stores) != 1:
+        raise JobError("--test with feature stores: give one training store")
+    if args.learner in ("krr", "svr", "svm"):
+        raise JobError("--test with feature stores trains the streamed learner (--learner auto or sgd)")
+    result = evaluate_feature_holdout(args.stores[0], args.test, epochs=args.epochs, hash_bits=args.hash_bits,
+                                      seed=args.seed, task=args.task)
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    chosen = f"{result['penalty']['name']} = {result['penalty']['value']:g}"
+    print(f"task: {result['task']}; {result['learner']}, {result['epochs']} epochs, 2^{result['hash_bits']} hashed "
+          f"columns; {chosen} chosen on {result['validation']['graphs']} validation graphs of "
+          f"{result['train_graphs']}")
+    for t in result["tests"]:
+        score = (f"RMSE {t['rmse']:.4g}, MAE {t['mae']:.4g}, R² {t['r2']:.3f}" if result["task"] == "regression"
+                 else f"accuracy {t['accuracy']:.2f} %")
+        print(f"test {t['name']}: {score} on {t['graphs']} graphs")
     return 0
 
 

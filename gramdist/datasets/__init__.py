@@ -184,8 +184,13 @@ def _molecule_options(spec: Mapping, source: str) -> dict[str, Any]:
     if "column" in spec and source != "smiles":
         raise JobError("dataset.column: only for a CSV of SMILES (dataset.smiles)")
     target = spec.get("target")
-    if target is not None and not isinstance(target, (str, list)):
-        raise JobError(f"dataset.target: expected a column/property name or a list of values, got {target!r}")
+    if target is not None and not isinstance(target, (str, list, Mapping)):
+        raise JobError(f"dataset.target: expected a column/property name, a list of values or "
+                       f"{{descriptor: NAME}}, got {target!r}")
+    if isinstance(target, Mapping):
+        from gramdist.datasets.molecules import descriptor_target
+
+        descriptor_target(target)  # checked here: a bad name is one line before anything is read
     return {"smiles_column": column, "target": target, **opts}
 
 

@@ -196,8 +196,12 @@ class LazyMolecules:
         if options.get("on_error", "raise") != "raise":
             raise JobError("dataset.on_error: skip is not possible with block_size (a skipped molecule would "
                            "shift every later row out of its block)")
+        from gramdist.datasets.molecules import descriptor_target
+
         self.options = {k: v for k, v in options.items() if k not in ("smiles_column", "target", "on_error")}
-        self.index = scan_blocks(path, options.get("smiles_column", "smiles"), options.get("target"), block_size)
+        self.descriptor = descriptor_target(options.get("target"))
+        column = None if self.descriptor else options.get("target")
+        self.index = scan_blocks(path, options.get("smiles_column", "smiles"), column, block_size)
         self.n_graphs = self.index.n if limit is None else min(self.index.n, limit)
         self.name = path.name.split(".")[0]
         self._sha256: str | None = None
@@ -207,6 +211,8 @@ class LazyMolecules:
 
     @property
     def y_dtype(self) -> np.dtype | None:
+        if self.descriptor:
+            return np.dtype(np.float64)
         return None if self.index.y_dtype is None else np.dtype(self.index.y_dtype)
 
     def checksum(self) -> str:
@@ -216,7 +222,8 @@ class LazyMolecules:
             with open(self.index.path, "rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):
                     digest.update(block)
-            digest.update(json.dumps([self.options, self.n_graphs], sort_keys=True).encode())
+            digest.update(json.dumps([self.options, self.n_graphs] + ([self.descriptor] if self.descriptor else []),
+                                     sort_keys=True).encode())
             self._sha256 = digest.hexdigest()
         return self._sha256
 
@@ -236,10 +243,10 @@ class LazyMolecules:
     def _batch(self, recs: list[Any], ids: np.ndarray) -> GraphBatch:
         from gramdist.datasets.molecules import records_to_batch
 
-        batch = records_to_batch(recs, self.name, **self.options)
+        batch = records_to_batch(recs, self.name, descriptor=self.descriptor, **self.options)
         batch.graph_ids = ids.astype(np.int64)
         if batch.y is not None:
-            batch.y = batch.y.astype(self.index.y_dtype)
+            batch.y = batch.y.astype(self.y_dtype)
         return batch
 
     def load(self, start: int, stop: int) -> GraphBatch:

@@ -44,7 +44,10 @@ charge first, then x, y, z. A molecule for which either is undefined is an error
 Targets
 -------
 ``target`` names a CSV column or an SDF property (or, for ``Mol`` objects, a property of each
-``Mol``), or gives one value per molecule. Values that all parse as numbers become ``y``:
+``Mol``), or gives one value per molecule, or ``{descriptor: NAME}``: an RDKit descriptor
+(``rdkit.Chem.Descriptors.descList``: ``MolLogP``, ``TPSA``, ``MolWt``, ``qed``…) computed on
+each molecule as parsed (before hydrogens are added or removed for the graph), always float64
+— the way the ZINC benchmark regresses a computed property. Values that all parse as numbers become ``y``:
 int64 when every value is a whole number (class labels), else float64 (a continuous target,
 which ``gramdist evaluate`` treats as regression). Values that are not numbers are class
 names, coded as their index in the sorted list of distinct names of this input (so those
@@ -81,7 +84,7 @@ import os
 import re
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -211,6 +214,41 @@ def _records(X: Any, smiles_column: str, target: Any) -> tuple[list[_Record], st
         recs.append(_Record(f"molecule {i}", None if first_is_mol else x, x if first_is_mol else None))
     _attach_targets(recs, target, first_is_mol)
     return recs, ("molecules" if first_is_mol else "smiles")
+
+
+def descriptor_target(target: Any) -> str | None:
+    """The RDKit descriptor a ``{descriptor: NAME}`` target names (checked), else None."""
+    if not isinstance(target, Mapping):
+        return None
+    if set(target) != {"descriptor"} or not isinstance(target["descriptor"], str):
+        raise DatasetError(f"molecules: a computed target is {{descriptor: NAME}}, got {dict(target)!r}")
+    _descriptor_function(target["descriptor"])
+    return target["descriptor"]
+
+
+def _descriptor_function(name: str) -> Any:
+    _chem()
+    from rdkit.Chem import Descriptors
+
+    functions = dict(Descriptors.descList)
+    if name not in functions:
+        close = sorted(n for n in functions if n.lower().startswith(name.lower()[:3]))[:6]
+        raise DatasetError(f"molecules: no RDKit descriptor {name!r} (e.g. MolLogP, TPSA, MolWt, qed"
+                           f"{'; close: ' + ', '.join(close) if close else ''})")
+    return functions[name]
+
+
+def _compute_descriptor(recs: list[_Record], mols: list[Any], name: str) -> None:
+    """Each record's target: the descriptor ``name`` of its molecule (finite, or an error)."""
+    function = _descriptor_function(name)
+    for r, mol in zip(recs, mols):
+        try:
+            value = float(function(mol))
+        except Exception as exc:  # noqa: BLE001 - RDKit raises several kinds
+            raise DatasetError(f"{r.where}: descriptor {name} failed ({type(exc).__name__}: {exc})") from None
+        if not math.isfinite(value):
+            raise DatasetError(f"{r.where}: descriptor {name} is {value} (not finite)")
+        r.target = value
 
 
 def _describe(x: Any) -> str:
@@ -608,9 +646,10 @@ def molecules_to_batch(
         See the module docstring for the rule that tells molecules from other inputs.
     smiles_column : str
         Column of a CSV file holding the SMILES.
-    target : str, array-like or None
+    target : str, array-like, ``{"descriptor": NAME}`` or None
         A CSV column, an SDF property or a ``Mol`` property name, or one value per molecule;
-        becomes ``y`` (int64 class labels or float64 targets, see the module docstring).
+        becomes ``y`` (int64 class labels or float64 targets, see the module docstring); or an
+        RDKit descriptor computed per molecule (float64).
     **options
         The conversion options below (:data:`CONVERSION_OPTIONS`), by keyword.
     aromaticity : bool
@@ -645,36 +684,43 @@ def molecules_to_batch(
         Nothing is returned in part.
     """
     opt, on_error = _conversion(options)
-    all_recs, name = _records(X, smiles_column, target)
+    descriptor = descriptor_target(target)
+    all_recs, name = _records(X, smiles_column, None if descriptor else target)
     recs, mols = _parse(all_recs, on_error)
-    batch = _to_batch(recs, mols, opt, name)
+    if descriptor:
+        _compute_descriptor(recs, mols, descriptor)
+    batch = _to_batch(recs, mols, opt, name, float_target=bool(descriptor))
     if len(recs) < len(all_recs):
         position = {id(r): i for i, r in enumerate(all_recs)}
         batch.graph_ids = np.array([position[id(r)] for r in recs], dtype=np.int64)
     return batch
 
 
-def _to_batch(recs: list[_Record], mols: list[Any], opt: _Options, name: str) -> GraphBatch:
+def _to_batch(recs: list[_Record], mols: list[Any], opt: _Options, name: str,
+              float_target: bool = False) -> GraphBatch:
     graphs = list(_graphs(recs, mols, opt))
+    y = _targets(recs)
     batch = GraphBatch.from_graphs(
         [g.edges for g in graphs],
         [len(g.node_labels) for g in graphs],
         node_labels=[g.node_labels for g in graphs],
         node_attrs=None if not (opt.partial_charges or opt.coordinates) else [g.node_attrs for g in graphs],
         edge_labels=[g.edge_labels for g in graphs],
-        y=_targets(recs),
+        y=y.astype(np.float64) if float_target and y is not None else y,
     )
     batch.name = name
     return batch
 
 
-def records_to_batch(recs: list[_Record], name: str, **options: Any) -> GraphBatch:
+def records_to_batch(recs: list[_Record], name: str, descriptor: str | None = None, **options: Any) -> GraphBatch:
     """Records already read from a file (a block of a :class:`~gramdist.datasets.lazy.LazyMolecules`)
     parsed and converted as :func:`molecules_to_batch` converts a file's: the same options,
-    one error for the first unparsable SMILES."""
+    one error for the first unparsable SMILES; ``descriptor``: the target computed per molecule."""
     opt, _ = _conversion({**options, "on_error": "raise"})
     recs, mols = _parse(recs)
-    return _to_batch(recs, mols, opt, name)
+    if descriptor:
+        _compute_descriptor(recs, mols, descriptor)
+    return _to_batch(recs, mols, opt, name, float_target=bool(descriptor))
 
 
 def molecules_to_networkx(

@@ -104,10 +104,26 @@ class FeatureSource(GramSource):
 
 
 # ------------------------------------------------------------------------------ streamed
-class RowSet:
-    """Graphs ``rows`` (store row indices) of a store that is never loaded whole."""
+class InMemoryChunks:
+    """Rows already in memory (a CSR or dense matrix: a baseline's fingerprints) seen the way
+    a streamed learner sees a store: ``grid`` (chunks of ``chunk_rows``) and ``chunk(i)``."""
 
-    def __init__(self, path: str, rows: np.ndarray) -> None:
+    def __init__(self, x: Any, chunk_rows: int = 20000) -> None:
+        from gramdist.engine.store import ChunkGrid
+
+        self.x = x
+        self.grid = ChunkGrid(x.shape[0], chunk_rows)
+
+    def chunk(self, i: int) -> Any:
+        r0, r1 = self.grid.range(i)
+        return self.x[r0:r1]
+
+
+class RowSet:
+    """Graphs ``rows`` (row indices) of a store that is never loaded whole (``path``), or of
+    :class:`InMemoryChunks`."""
+
+    def __init__(self, path: str | InMemoryChunks, rows: np.ndarray) -> None:
         self.path = path
         self.rows = np.asarray(rows, dtype=np.int64)
 
@@ -178,7 +194,70 @@ def _reader(path: str, hash_bits: int) -> _ChunkReader:
     return _ChunkReader(path, hash_bits)
 
 
-class StreamedLinearSVM:
+class _StreamedLinear:
+    """What the streamed learners share: the rows of a store read chunk by chunk, ``epochs``
+    passes in a seeded order of chunks and of rows within each, ``SGD_BATCH_ROWS`` rows a
+    ``partial_fit``; predictions streamed the same way."""
+
+    epochs: int
+    hash_bits: int
+    seed: int
+
+    def _members(self, rows: RowSet) -> tuple[Any, list[tuple[int, np.ndarray, np.ndarray]]]:
+        """Per chunk holding some of ``rows``: (chunk, local rows, positions in ``rows``)."""
+        reader = rows.path if isinstance(rows.path, InMemoryChunks) else _reader(rows.path, self.hash_bits)
+        order = np.argsort(rows.rows, kind="stable")
+        srows = rows.rows[order]
+        out = []
+        for i in range(reader.grid.n_chunks):
+            r0, r1 = reader.grid.range(i)
+            lo, hi = np.searchsorted(srows, [r0, r1])
+            if hi > lo:
+                out.append((i, srows[lo:hi] - r0, order[lo:hi]))
+        return reader, out
+
+    def _stream(self, rows: RowSet, y: np.ndarray) -> None:
+        reader, parts = self._members(rows)
+        rng = np.random.default_rng(self.seed)
+        for _ in range(self.epochs):
+            xs, ys, n = [], [], 0
+            for p in rng.permutation(len(parts)):
+                i, local, pos = parts[p]
+                perm = rng.permutation(len(local))
+                xs.append(reader.chunk(i)[local[perm]])
+                ys.append(y[pos[perm]])
+                n += len(local)
+                if n >= SGD_BATCH_ROWS:
+                    self._partial_fit(xs, ys)
+                    xs, ys, n = [], [], 0
+            if xs:
+                self._partial_fit(xs, ys)
+
+    def _partial_fit(self, xs: list[Any], ys: list[np.ndarray]) -> None:
+        """One ``partial_fit`` on the rows of several chunks, in order: each call also costs
+        time in proportion to the model's width (2^hash_bits), so :data:`SGD_BATCH_ROWS` rows
+        a call rather than a chunk's (the same updates, in the same order)."""
+        import scipy.sparse as sp
+
+        x = xs[0] if len(xs) == 1 else np.concatenate(xs) if isinstance(xs[0], np.ndarray) else sp.vstack(xs, "csr")
+        self._update(x, np.concatenate(ys))
+
+    def _update(self, x: Any, y: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _apply(self, rows: RowSet, function: Any) -> np.ndarray:
+        """``function`` of each chunk's rows among ``rows``, in the order of ``rows``."""
+        reader, parts = self._members(rows)
+        out = None
+        for i, local, pos in parts:
+            d = function(reader.chunk(i)[local])
+            if out is None:
+                out = np.zeros((len(rows),) + d.shape[1:])
+            out[pos] = d
+        return out if out is not None else np.zeros(0)
+
+
+class StreamedLinearSVM(_StreamedLinear):
     """A linear SVM trained by SGD over a store's chunks (see the module docstring).
 
     Parameters
@@ -199,64 +278,59 @@ class StreamedLinearSVM:
         self.hash_bits = hash_bits
         self.seed = seed
 
-    def _members(self, rows: RowSet) -> tuple[_ChunkReader, list[tuple[int, np.ndarray, np.ndarray]]]:
-        """Per chunk holding some of ``rows``: (chunk, local rows, positions in ``rows``)."""
-        reader = _reader(rows.path, self.hash_bits)
-        order = np.argsort(rows.rows, kind="stable")
-        srows = rows.rows[order]
-        out = []
-        for i in range(reader.grid.n_chunks):
-            r0, r1 = reader.grid.range(i)
-            lo, hi = np.searchsorted(srows, [r0, r1])
-            if hi > lo:
-                out.append((i, srows[lo:hi] - r0, order[lo:hi]))
-        return reader, out
-
     def fit(self, rows: RowSet, y: np.ndarray) -> StreamedLinearSVM:
         y = np.asarray(y)
         self.classes_ = np.unique(y)
         self.model_ = SGDClassifier(loss="hinge", alpha=1.0 / (self.C * max(1, len(y))), average=True,
                                     random_state=self.seed)
-        reader, parts = self._members(rows)
-        rng = np.random.default_rng(self.seed)
-        for _ in range(self.epochs):
-            xs, ys, n = [], [], 0
-            for p in rng.permutation(len(parts)):
-                i, local, pos = parts[p]
-                perm = rng.permutation(len(local))
-                xs.append(reader.chunk(i)[local[perm]])
-                ys.append(y[pos[perm]])
-                n += len(local)
-                if n >= SGD_BATCH_ROWS:
-                    self._partial_fit(xs, ys)
-                    xs, ys, n = [], [], 0
-            if xs:
-                self._partial_fit(xs, ys)
+        self._stream(rows, y)
         return self
 
-    def _partial_fit(self, xs: list[Any], ys: list[np.ndarray]) -> None:
-        """One ``partial_fit`` on the rows of several chunks, in order: each call also costs
-        time in proportion to the model's width (2^hash_bits), so :data:`SGD_BATCH_ROWS` rows
-        a call rather than a chunk's (the same updates, in the same order)."""
-        import scipy.sparse as sp
-
-        x = xs[0] if len(xs) == 1 else np.concatenate(xs) if isinstance(xs[0], np.ndarray) else sp.vstack(xs, "csr")
-        self.model_.partial_fit(x, np.concatenate(ys), classes=self.classes_)
+    def _update(self, x: Any, y: np.ndarray) -> None:
+        self.model_.partial_fit(x, y, classes=self.classes_)
 
     def decision_function(self, rows: RowSet) -> np.ndarray:
-        reader, parts = self._members(rows)
-        out = None
-        for i, local, pos in parts:
-            d = self.model_.decision_function(reader.chunk(i)[local])
-            if out is None:
-                out = np.zeros((len(rows),) + d.shape[1:])
-            out[pos] = d
-        return out if out is not None else np.zeros(0)
+        return self._apply(rows, self.model_.decision_function)
 
     def predict(self, rows: RowSet) -> np.ndarray:
         d = self.decision_function(rows)
         idx = (d > 0).astype(np.int64) if d.ndim == 1 else d.argmax(axis=1)
         return self.classes_[idx]
+
+
+class StreamedLinearRegressor(_StreamedLinear):
+    """Ridge regression trained by SGD over a store's chunks: ``SGDRegressor(loss="squared_error",
+    penalty="l2", alpha, average=True)`` on ``y`` less its training mean (added back to the
+    predictions), so the intercept starts where the targets are.
+
+    Parameters
+    ----------
+    alpha : float
+        The L2 penalty per training graph (sklearn's ``alpha``).
+    epochs, hash_bits, seed : as :class:`StreamedLinearSVM`'s.
+    """
+
+    def __init__(self, alpha: float = 1e-6, epochs: int = 5, hash_bits: int = 20, seed: int = 0) -> None:
+        self.alpha = alpha
+        self.epochs = epochs
+        self.hash_bits = hash_bits
+        self.seed = seed
+
+    def fit(self, rows: RowSet, y: np.ndarray) -> StreamedLinearRegressor:
+        from sklearn.linear_model import SGDRegressor
+
+        y = np.asarray(y, dtype=np.float64)
+        self.mean_ = float(y.mean()) if len(y) else 0.0
+        self.model_ = SGDRegressor(loss="squared_error", penalty="l2", alpha=self.alpha, average=True,
+                                   random_state=self.seed)
+        self._stream(rows, y - self.mean_)
+        return self
+
+    def _update(self, x: Any, y: np.ndarray) -> None:
+        self.model_.partial_fit(x, y)
+
+    def predict(self, rows: RowSet) -> np.ndarray:
+        return self._apply(rows, self.model_.predict) + self.mean_
 
 
 # ------------------------------------------------------------------------------ task
