@@ -3,7 +3,8 @@ or of a linear SVM on feature stores.
 
 A continuous target runs a regression (``--task regression``, or detected from non-integer
 targets and said in the output); ``--test`` scores a fixed test set given as K(test, train)
-stores; ``--combine`` selects a convex combination of the stores with C; ``--plot`` draws each
+stores, or, for one training feature store, as feature stores
+(:mod:`gramdist.evaluation.feature_holdout`); ``--combine`` selects a convex combination of the stores with C; ``--plot`` draws each
 setting's score and how often the inner CV chose it. ``--protocol NAME`` applies a paper's
 evaluation protocol (:mod:`gramdist.evaluation.protocols`); the explicit flags (``--folds``,
 ``--repeats``, ``--inner-folds``, ``--c-min``/``--c-max``, ``--test-size``) override its values.
@@ -55,8 +56,10 @@ def register(sub: Any) -> None:
                          "feature stores: LinearSVC in memory (svm), SGD streamed over the store's chunks "
                          "(sgd), or by size (auto)")
     ev.add_argument("--test", nargs="+", metavar="STORE",
-                    help="K(test, train) stores (or a folder of them, paired by name): select on the "
-                         "training stores by CV, refit, score the test graphs once")
+                    help="Gram stores: K(test, train) stores (or a folder of them, paired by name): select on the "
+                         "training stores by CV, refit, score the test graphs once. Feature stores: test stores "
+                         "featurised like the one training store; the streamed learner's penalty is chosen on 10%% of "
+                         "the training rows, then each test store is scored (RMSE, MAE, R² or accuracy)")
     ev.add_argument("--plot", metavar="FILE.png",
                     help="plot each store's score and how often the inner CV chose it (needs gramdist[plot])")
     ev.add_argument("--combine", action="store_true",
