@@ -147,6 +147,27 @@ def test_cli_search_writes_a_csv_and_refuses_bad_requests(tmp_path, dataset_dir)
     assert json.loads(json.dumps(summary))  # plain JSON
 
 
+def test_cli_search_writes_a_parquet_table_equal_to_the_csv(tmp_path, dataset_dir):
+    import pyarrow.parquet as pq  # a test dependency ([test] installs pyarrow)
+
+    dataset_dir("MUTAG")
+    featurize(job({"name": "wl", "h": 3}, {"name": "MUTAG", "limit": 150}, normalize=True), tmp_path / "f.zarr",
+              chunk_size=50)
+    outs = {kind: tmp_path / f"hits.{kind}" for kind in ("csv", "parquet")}
+    for out in outs.values():
+        r = run_cli("search", str(tmp_path / "f.zarr"), "{name: MUTAG, skip: 150}", "--top", "4", "--out", str(out),
+                    "--quiet", "--workers", "0")
+        assert r.returncode == 0, r.stderr
+    table = pq.read_table(outs["parquet"]).to_pydict()
+    with open(outs["csv"], newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(table) == list(rows[0])  # the same columns, in the same order
+    assert table["value"] == [float(r["value"]) for r in rows]  # every bit
+    assert table["id"] == [int(r["id"]) for r in rows] and table["rank"] == [int(r["rank"]) for r in rows]
+    assert "exists; add --overwrite" in one_error_line(
+        run_cli("search", str(tmp_path / "f.zarr"), "MUTAG", "--out", str(outs["parquet"]), "--quiet"))
+
+
 def test_smiles_queries_are_converted_as_the_library_was(tmp_path):
     """A molecule library made without aromaticity: SMILES queries are converted the same way
     (the store's recorded options), so each molecule finds itself first, at 1."""

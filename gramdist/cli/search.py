@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gramdist.cli.common import add_tls_arguments, apply_tls_arguments, run_context
 from gramdist.errors import JobError
 
@@ -33,7 +35,8 @@ def register(sub: Any) -> None:
                                     "a TU folder, a dataset name, a job file (its dataset), or a dataset mapping "
                                     "in YAML, e.g. '{name: NCI1, limit: 100}'")
     ap.add_argument("--top", type=int, default=10, help="graphs per query (default 10)")
-    ap.add_argument("--out", help="write the CSV here (default: stdout); an existing file needs --overwrite")
+    ap.add_argument("--out", help="write the CSV here (default: stdout), or a Parquet table when the name ends in "
+                                  ".parquet (gramdist[parquet]); an existing file needs --overwrite")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     ap.add_argument("--scheduler", help="address of an existing Dask scheduler (tcp://HOST:PORT)")
     ap.add_argument("--workers", type=int, default=None,
@@ -81,15 +84,41 @@ def write_csv(rows: list[tuple], out: str | None, overwrite: bool) -> None:
     if out is None:
         sys.stdout.write(buf.getvalue())
         return
+    data = buf.getvalue().encode("utf-8")
+    _write_whole(_target(out, overwrite), lambda f: f.write(data))
+
+
+def write_parquet(result: Any, out: str, overwrite: bool) -> None:
+    """The hits as a Parquet table (the CSV's columns, typed: ``value`` float64 with every bit),
+    written whole or not at all; needs pyarrow (``gramdist[parquet]``)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise JobError("--out *.parquet needs pyarrow: pip install 'gramdist[parquet]'") from None
+    keep = result.rows >= 0
+    q, rank = np.nonzero(keep)
+    table = pa.table({"query": q.astype(np.int64), "query_id": np.asarray(result.query_ids, dtype=np.int64)[q],
+                      "rank": (rank + 1).astype(np.int32), "row": result.rows[keep].astype(np.int64),
+                      "id": result.ids[keep].astype(np.int64), "value": result.values[keep].astype(np.float64)})
+    _write_whole(_target(out, overwrite), lambda f: pq.write_table(table, f))
+
+
+def _target(out: str, overwrite: bool) -> Path:
     path = Path(out)
     if path.is_dir():
-        raise JobError(f"{out}: a folder; --out names the CSV file to write")
+        raise JobError(f"{out}: a folder; --out names the file to write")
     if path.exists() and not overwrite:
         raise JobError(f"{out}: exists; add --overwrite to replace it")
+    return path
+
+
+def _write_whole(path: Path, write: Any) -> None:
+    """``write(binary file)`` into a temporary file beside ``path``, then renamed over it."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else ".")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(buf.getvalue())
+        with os.fdopen(fd, "wb") as f:
+            write(f)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -110,7 +139,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     result = search(args.store, query_argument(args.queries), top=args.top, placement=placement,
                     context=run_context(args))
     rows = result_rows(result)
-    write_csv(rows, args.out, args.overwrite)
+    if args.out and args.out.lower().endswith(".parquet"):
+        write_parquet(result, args.out, args.overwrite)
+    else:
+        write_csv(rows, args.out, args.overwrite)
     if args.json:
         print(json.dumps({"store": result.store, "out": str(Path(args.out).resolve()), "queries": len(result.query_ids),
                           "top": args.top, "rows": len(rows),
