@@ -8,9 +8,7 @@ damaged group ``zarr.json``.
 from __future__ import annotations
 
 import json
-import os
 import time
-from pathlib import Path
 from typing import Any
 
 from gramdist.engine.store.location import Location
@@ -49,17 +47,6 @@ def save_backup(root: Any) -> None:
             root[name].attrs["backup"] = backup
         except Exception:  # noqa: BLE001 - a copy is a convenience; never fail the run for it
             pass
-
-
-def write_file_atomic(target: Any, data: bytes) -> None:
-    """Replace ``target`` (a local ``Path``; an object store's ``UPath``, whose every PUT is
-    atomic already) by ``data``."""
-    if not isinstance(target, Path):
-        target.write_bytes(data)
-        return
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
 
 
 def restore_group_metadata(location: Location, backup: dict[str, Any]) -> None:

@@ -88,13 +88,8 @@ def folder_of(group: Any) -> Any:
     store = group.store
     if hasattr(store, "root"):  # zarr's LocalStore
         base = Path(store.root)
-    else:  # its FsspecStore: an object store
-        from upath import UPath
-
-        from gramdist.urls import STORAGE_OPTIONS
-
-        base = UPath(store.fs.unstrip_protocol(store.path), **STORAGE_OPTIONS)
-    return base / group.path if group.path else base
+        return base / group.path if group.path else base
+    return Location(store.fs.unstrip_protocol(store.path)).child(group.path)  # its FsspecStore: a bucket
 
 
 def chunk_exists(group: Any, name: str, chunk: tuple[int, ...]) -> bool:

@@ -222,12 +222,12 @@ class Location:
         """Free space where the store will be written (None: unknown, e.g. an object store)."""
         return shutil.disk_usage(self.parent_writable()).free
 
-    def sync(self, durable: tuple[str, ...] = (), files: bool = True, under: str = "") -> None:
-        """Make what was written under the store (or its subfolder ``under``) durable before the
-        store says it is complete (see :func:`~.base.sync_tree`)."""
+    def sync(self) -> None:
+        """Make what was written under the store durable before the store says it is complete
+        (see :func:`~.base.sync_tree`)."""
         from gramdist.engine.store.base import sync_tree
 
-        sync_tree(self.child(under) if under else self.path, files=files, durable=durable)
+        sync_tree(self.path)
 
 
 class Sidecar:

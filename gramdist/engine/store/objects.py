@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -219,7 +220,7 @@ class ObjectLocation(Location):
     def writable_problem(self) -> str | None:
         """Whether an object can be written beside the store (a probe put and deleted): wrong
         credentials, a missing bucket or an unreachable endpoint show here, before any compute."""
-        probe = f"{self.key}.probe-{__import__('uuid').uuid4().hex}"
+        probe = f"{self.key}.probe-{uuid.uuid4().hex}"
         try:
             if not self.fs.exists(self.bucket):
                 return f"bucket {self.bucket} does not exist (or these credentials cannot see it)"
@@ -232,7 +233,7 @@ class ObjectLocation(Location):
     def free_bytes(self) -> int | None:
         return None
 
-    def sync(self, durable: tuple[str, ...] = (), files: bool = True, under: str = "") -> None:
+    def sync(self) -> None:
         """Nothing to do: an object is durable once its ``PUT`` returned."""
 
 

@@ -299,9 +299,10 @@ def _copy_array_files(location: Any, source: str, target: str) -> None:
 def _move_folders(location: Any, source: str, target: str) -> None:
     """Move every folder under ``source`` to ``target`` (replacing one of the same name), and
     ``source``'s group metadata when ``target`` has none."""
-    if not location.files(source):
+    files = location.files(source)
+    if not files:
         return
-    if "zarr.json" not in location.files(target) and "zarr.json" in location.files(source):
+    if "zarr.json" in files and not location.child(target, "zarr.json").is_file():
         location.copy_file(f"{source}/zarr.json", f"{target}/zarr.json")
     for child in location.folders(source):
         location.move_folder(f"{source}/{child}", f"{target}/{child}")

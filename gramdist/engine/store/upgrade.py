@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.engine.store.backup import write_file_atomic
 from gramdist.engine.store.layout import GRAM_ARRAYS, GRAM_COORDINATES
 from gramdist.engine.store.state import state_array_names, state_dimensions
 
@@ -107,14 +106,14 @@ def upgrade_gram_store(store: Any) -> list[str]:
         else:
             dims = GRAM_ARRAYS[name].dims
         extra = {"coordinates": GRAM_COORDINATES} if name == "gram" else {}
-        _set_dimension_names(store.location.child(name, "zarr.json"), dims, extra)
+        _set_dimension_names(store.location, name, dims, extra)
     return todo
 
 
-def _set_dimension_names(meta_path: Any, dims: tuple[str, ...], attributes: dict[str, Any]) -> None:
-    """Set ``dimension_names`` (and merge ``attributes``) in an array's Zarr v3 metadata file."""
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+def _set_dimension_names(location: Any, name: str, dims: tuple[str, ...], attributes: dict[str, Any]) -> None:
+    """Set ``dimension_names`` (and merge ``attributes``) in array ``name``'s Zarr v3 metadata file."""
+    meta = json.loads(location.child(name, "zarr.json").read_text(encoding="utf-8"))
     meta["dimension_names"] = list(dims)
     if attributes:
         meta["attributes"] = {**meta.get("attributes", {}), **attributes}
-    write_file_atomic(meta_path, json.dumps(meta, indent=2).encode("utf-8"))
+    location.write_atomic(json.dumps(meta, indent=2).encode("utf-8"), name, "zarr.json")
