@@ -120,7 +120,7 @@ def main() -> None:
             raise SystemExit(theirs["stderr"])
         rd = last_json_line(theirs["stdout"])
         rd_rows = np.load(tmp / "rdkit.npy")
-    search_s = phase["map_s"] + phase["chunks_s"]
+    search_s = phase.get("library_s", 0.0) + phase["map_s"] + phase["chunks_s"]  # store opened, queries mapped, scored
     result = {
         "library": args.library, "queries": args.queries, "top": args.top, "workers": args.workers,
         "gramdist": {"features_store_s": made["wall_s"], "features_peak_total_mb": made["peak_total_mb"],

@@ -3,7 +3,7 @@
 The Python API: :class:`GramTransformer` and :class:`FeatureTransformer` (scikit-learn),
 :func:`compute_gram`, :func:`open_gram` and :func:`open_features` (read a finished store),
 :func:`append` (grow a Gram store), :func:`search` (the most similar graphs of a feature
-store), :func:`submit` (a job on a cluster, detached). Where work
+store or a Gram store), :func:`submit` (a job on a cluster, detached). Where work
 runs is a :class:`Placement` (a client, a scheduler, a cluster section, ``in_process``); how a
 run reports is a :class:`RunContext` (progress, log). Both are what the engine itself takes.
 """
@@ -72,17 +72,20 @@ def submit(job: Any, *, out: str | None = None, scheduler: str | None = None, cl
                    wait=WAIT_SECONDS if wait is None else wait)
 
 
-def search(store: str, queries: Any, *, top: int = 10, placement: Any = None, context: Any = None) -> Any:
-    """The ``top`` graphs of a feature store most similar to each query graph (largest
-    normalised kernel value), chunk by chunk on the workers; returns a
+def search(store: str, queries: Any, *, top: int = 10, placement: Any = None, context: Any = None,
+           base: Any = None) -> Any:
+    """The ``top`` graphs of a store most similar to each query graph (largest normalised
+    kernel value), chunk by chunk on the workers; returns a
     :class:`~gramdist.engine.search.SearchResult` with (Q, top) ``ids``, ``rows`` and ``values``.
 
+    ``store``: a feature store (its rows), or a Gram store (its graphs, re-read from the
+    sources it recorded, or ``base``; the kernel evaluated with its fitted state).
     ``queries``: a GraphBatch, networkx graphs, SMILES (a list or a file), a TU folder, a
     dataset name or a ``dataset:`` mapping. See :func:`gramdist.engine.search.search`.
     """
     from gramdist.engine.search import search as _search
 
-    return _search(store, queries, top=top, placement=placement, context=context)
+    return _search(store, queries, top=top, placement=placement, context=context, base=base)
 
 
 def __getattr__(name: str) -> Any:

@@ -323,6 +323,12 @@ def test_features_of_a_lazy_dataset_equal_those_of_the_loaded_one(tmp_path):
     f = WLSubtreeKernel(2).features(eager)
     assert np.array_equal(y, eager.y)
     assert np.array_equal(csr_gram(x), csr_gram(f.to_csr(np.unique(f.keys))))
+    # a sample_size of at least N fits on all N graphs (no more than the user allowed): the same rows
+    whole = validate_job({"dataset": {"synthetic": kw}, "kernel": {"name": "wl", "h": 2},
+                          "fit": {"sample_size": 300}, "_job_name": "t"})
+    featurize(whole, tmp_path / "whole.zarr", chunk_size=64)
+    x_all, _ = gramdist.open_features(str(tmp_path / "whole.zarr"), normalize=False)
+    assert np.array_equal(csr_gram(x_all), csr_gram(x))
 
 
 # ------------------------------------------------------------------------------ evaluation

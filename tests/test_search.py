@@ -139,7 +139,7 @@ def test_cli_search_writes_a_csv_and_refuses_bad_requests(tmp_path, dataset_dir)
         run_cli("search", str(tmp_path / "f.zarr"), "MUTAG", "--out", str(out), "--quiet"))
     assert "--top: expected a positive integer" in one_error_line(
         run_cli("search", str(tmp_path / "f.zarr"), "MUTAG", "--top", "0"))
-    assert "not a feature store" in one_error_line(run_cli("search", str(tmp_path), "MUTAG"))
+    assert "not a gramdist store" in one_error_line(run_cli("search", str(tmp_path), "MUTAG"))
     stdout = run_cli("search", str(tmp_path / "f.zarr"), "{name: MUTAG, limit: 2}", "--top", "2", "--quiet",
                      "--workers", "0")
     assert stdout.returncode == 0 and stdout.stdout.splitlines()[0] == "query,query_id,rank,row,id,value"

@@ -25,16 +25,20 @@ COLUMNS = ("query", "query_id", "rank", "row", "id", "value")
 
 def register(sub: Any) -> None:
     ap = sub.add_parser(
-        "search", help="the graphs of a feature store most similar to each query graph",
+        "search", help="the graphs of a store most similar to each query graph",
         description="For each query graph, the TOP library graphs with the largest normalised kernel value, "
-                    "from a feature store (explicit or Nystrom rows) with its own fitted state. One task per "
-                    "library chunk keeps only its TOP per query; the queries x library matrix is never formed. "
+                    "with the store's own fitted state: from a feature store (explicit or Nystrom rows: dot "
+                    "products), or from a Gram store (its graphs re-read from the sources it recorded, or --base; "
+                    "the kernel itself evaluated against each query, any kernel). One task per library chunk "
+                    "keeps only its TOP per query; the queries x library matrix is never formed. "
                     "Output: CSV rows query,query_id,rank,row,id,value (rank 1 is the most similar).")
-    ap.add_argument("store", help="a finished feature store (`gramdist features`)")
+    ap.add_argument("store", help="a finished feature store (`gramdist features`) or a Gram store (`gramdist run`)")
     ap.add_argument("queries", help="the query graphs: a SMILES file (.smi, .csv with a 'smiles' column), an SDF, "
                                     "a TU folder, a dataset name, a job file (its dataset), or a dataset mapping "
                                     "in YAML, e.g. '{name: NCI1, limit: 100}'")
     ap.add_argument("--top", type=int, default=10, help="graphs per query (default 10)")
+    ap.add_argument("--base", help="a Gram store's graphs (as `gramdist append --base` takes them), when the sources it recorded "
+                                   "cannot be re-read; checked against the store's content checksum")
     ap.add_argument("--out", help="write the CSV here (default: stdout), or a Parquet table when the name ends in "
                                   ".parquet (gramdist[parquet]); an existing file needs --overwrite")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
@@ -126,6 +130,7 @@ def _write_whole(path: Path, write: Any) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from gramdist.cli.append import parse_dataset_argument
     from gramdist.engine.placement import Placement
     from gramdist.engine.search import search
     from gramdist.jobs import ClusterSpec
@@ -136,8 +141,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise JobError("--json needs --out (stdout carries the CSV otherwise)")
     cluster = apply_tls_arguments(ClusterSpec(n_workers=args.workers), args)
     placement = Placement(scheduler=args.scheduler, cluster=cluster, in_process="auto")
+    base = None if args.base is None else parse_dataset_argument(args.base)  # as `gramdist append --base` reads it
     result = search(args.store, query_argument(args.queries), top=args.top, placement=placement,
-                    context=run_context(args))
+                    context=run_context(args), base=base)
     rows = result_rows(result)
     if args.out and args.out.lower().endswith(".parquet"):
         write_parquet(result, args.out, args.overwrite)

@@ -183,7 +183,8 @@ def feature_plan(gram: GramPlan, *, chunk_size: int | None = None, nystroem: Nys
     n = len(gram.cols)
     lazy = not isinstance(gram.cols, GraphBatch)
     sample = gram.fit.sample_size
-    if lazy and not from_store and (sample is None or sample >= n):
+    # a sample_size of at least n fits on all n graphs: no more than the user said may be held
+    if lazy and not from_store and sample is None:
         raise JobError(f"the dataset is generated chunk by chunk ({n} graphs, never all in one process): set "
                        "fit.sample_size to the number of graphs the fit (and the landmarks) may hold in memory")
     chunk = int(chunk_size) if chunk_size is not None else default_chunk_size(n)

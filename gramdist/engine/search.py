@@ -1,12 +1,22 @@
 """Kernel similarity search: the K library graphs most similar to each query graph.
 
-The library is a finished feature store (``gramdist features``). The queries are mapped into
-its feature space with the store's own fitted state: the kernel's state, and the Nyström basis
-for Nyström stores (as ``gramdist features --from STORE`` maps new graphs). Then one task per
-library chunk, on the workers, reads its chunk (checked against its recorded checksum),
-scores it against every query and keeps its K best per query; the client merges the chunks'
-candidates. No task ever holds more than one chunk × the queries, and the queries × library
-matrix is never formed.
+The library is a finished store, of either kind:
+
+* a **feature store** (``gramdist features``): the queries are mapped into its feature space
+  with the store's own fitted state: the kernel's state, and the Nyström basis for Nyström
+  stores (as ``gramdist features --from STORE`` maps new graphs); one task per library chunk
+  reads its chunk (checked against its recorded checksum) and scores it by dot products;
+* a **Gram store** (``gramdist run``, symmetric or test × train): the library is its graphs
+  (the training graphs of a test × train store), re-read from the sources the store recorded
+  and checked against their content checksums, as ``gramdist append`` re-reads them (or given
+  as ``base``); the queries are embedded with the store's fitted state, and one task per tile
+  row of library graphs takes its chunk's embedding (read back where the store keeps it, else
+  computed) and evaluates the kernel itself against every query — the kernel values are the
+  ones a test × train run with the store's state computes, bit for bit. Works for every
+  kernel, explicit feature map or not.
+
+Each task keeps its K best per query; the client merges the chunks' candidates. No task ever
+holds more than one chunk × the queries, and the queries × library matrix is never formed.
 
 What "most similar" means: the largest **normalised kernel value**
 ``K(q, x) / sqrt(K(q, q) K(x, x))`` (0 where either self-similarity is not positive, as in
@@ -15,6 +25,8 @@ a normalised Gram):
 * explicit (CSR) stores: ``K`` is the exact kernel value, the dot product of the two sparse
   feature vectors; ``K(q, q)`` counts every feature of the query, also those no library graph
   has (so a value equals the query's entry in a normalised Gram with the library);
+* Gram stores: ``K`` is the kernel value, ``K(q, q)`` and ``K(x, x)`` computed from the same
+  embeddings (so the store's ``normalize`` setting changes nothing: its diagonal is not read);
 * Nyström stores: ``K`` is the Nyström approximation ``Φ(q)·Φ(x)``. A store made with
   ``gram.normalize: true`` already approximates the normalised kernel and its values are used
   as they are; otherwise they are cosine-normalised with the Nyström self-similarities
@@ -122,9 +134,9 @@ def merge_best(parts: list[tuple[np.ndarray, np.ndarray]], n_queries: int, top: 
 
 
 # ------------------------------------------------------------------------------ the tasks
-def search_chunk_task(path: str, i: int, checksum: int, queries: QueryRows, top: int,
-                      prenormalized: bool) -> dict[str, Any]:
-    """Chunk ``i`` of the library: its ``top`` best rows per query, with their graph ids."""
+def search_chunk_task(path: str, i: int, checksum: int, prenormalized: bool, queries: QueryRows,
+                      top: int) -> dict[str, Any]:
+    """Chunk ``i`` of a feature store: its ``top`` best rows per query, with their graph ids."""
     from gramdist.engine.store import FeatureStore
 
     chunk = FeatureStore.open(path).read_chunk(i, checksum)
@@ -134,23 +146,46 @@ def search_chunk_task(path: str, i: int, checksum: int, queries: QueryRows, top:
     return {"chunk": i, "rows": rows, "values": values, "ids": ids}
 
 
-def map_queries(store: Any, graphs: Any) -> QueryRows:
-    """The query graphs in the store's feature space, with the store's fitted state."""
-    from gramdist.engine.feature_tasks import embed_landmarks_task, nystroem_features, sparse_rows
+@dataclass(frozen=True)
+class EmbeddedQueries:
+    """The queries of a Gram-store search, shipped once to every chunk task: the store's kernel
+    and fitted state, the queries' embedding and their raw K(q, q)."""
 
-    spec = store.kernel
-    kernel = kernel_from_spec({"name": spec["name"], **spec["params"]})
-    state = store.read_state()
-    if store.sparse:
-        rows = sparse_rows(kernel, state, graphs)
-        columns = unique_sorted(np.asarray(rows["keys"], np.uint64))
-        matrix = rows_to_csr(np.asarray(rows["indptr"], np.int64), np.asarray(rows["keys"], np.uint64),
-                             np.asarray(rows["values"], np.float64), columns)
-        return QueryRows(diag=rows["diag"], columns=columns, matrix=matrix)
-    nys = store.read_nystroem()
-    landmarks = embed_landmarks_task(kernel, state, nys)
-    phi = nystroem_features(kernel, state, graphs, landmarks, nys, store.normalize)["features"]
-    return QueryRows(diag=np.einsum("ij,ij->i", phi, phi), features=phi)
+    kernel: Any
+    state: Any
+    emb: Any
+    diag: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.diag)
+
+
+@dataclass(frozen=True)
+class LibraryChunk:
+    """One tile row of a Gram store's library graphs: rows ``start:start + len(graphs)``,
+    the name its embedding is kept under in the store (``r<i>``/``c<j>``) and where."""
+
+    i: int
+    start: int
+    graphs: Any
+    name: str
+    cache: Any
+
+
+def gram_chunk_task(chunk: LibraryChunk, queries: EmbeddedQueries, top: int) -> dict[str, Any]:
+    """A chunk of a Gram store's library: its ``top`` best rows per query, with their graph ids.
+
+    The kernel values are computed queries × library (the orientation of a test × train run)
+    and normalised per entry, so each equals that run's entry bit for bit."""
+    from gramdist.engine.tasks import cached_embed_task, diag_task, pairwise_block
+
+    kernel, state = queries.kernel, queries.state
+    emb = cached_embed_task(kernel, state, chunk.graphs, chunk.cache, chunk.name, chunk.graphs.checksum())
+    diag = diag_task(kernel, state, emb)
+    scores = pairwise_block(kernel, state, queries.emb, emb, queries.diag, diag).T
+    rows, values = best_rows(scores, np.arange(chunk.start, chunk.start + len(diag), dtype=np.int64), top)
+    ids = np.asarray(chunk.graphs.graph_ids, np.int64)[rows - chunk.start]
+    return {"chunk": chunk.i, "rows": rows, "values": values, "ids": ids}
 
 
 # ------------------------------------------------------------------------------ the driver
@@ -175,65 +210,154 @@ def query_graphs(lib: Any, queries: Any) -> Any:
     return batch
 
 
+class FeatureLibrary:
+    """A feature store as a search library: chunk ``i`` is the store's chunk ``i``."""
+
+    def __init__(self, path: str) -> None:
+        from gramdist.engine.store import FeatureStore
+
+        self.store = FeatureStore.open(path)
+        self.store.check_complete()
+        self.n_graphs, self.n_chunks = self.store.grid.n_graphs, self.store.grid.n_chunks
+        self.n_nodes = 0  # scoring is dot products: only the entries count
+        self._sums = self.store.chunk_mask()[1]
+
+    def map_queries(self, graphs: Any) -> QueryRows:
+        """The query graphs in the store's feature space, with the store's fitted state."""
+        from gramdist.engine.feature_tasks import embed_landmarks_task, nystroem_features, sparse_rows
+
+        store, spec = self.store, self.store.kernel
+        kernel = kernel_from_spec({"name": spec["name"], **spec["params"]})
+        state = store.read_state()
+        if store.sparse:
+            rows = sparse_rows(kernel, state, graphs)
+            columns = unique_sorted(np.asarray(rows["keys"], np.uint64))
+            matrix = rows_to_csr(np.asarray(rows["indptr"], np.int64), np.asarray(rows["keys"], np.uint64),
+                                 np.asarray(rows["values"], np.float64), columns)
+            return QueryRows(diag=rows["diag"], columns=columns, matrix=matrix)
+        nys = store.read_nystroem()
+        landmarks = embed_landmarks_task(kernel, state, nys)
+        phi = nystroem_features(kernel, state, graphs, landmarks, nys, store.normalize)["features"]
+        return QueryRows(diag=np.einsum("ij,ij->i", phi, phi), features=phi)
+
+    def task(self, i: int) -> tuple[Any, tuple[Any, ...]]:
+        """Chunk ``i``'s task and its arguments (the queries and ``top`` follow)."""
+        prenormalized = not self.store.sparse and self.store.normalize
+        return search_chunk_task, (str(self.store.location), i, int(self._sums[i]), prenormalized)
+
+
+class GramLibrary:
+    """A Gram store as a search library: its (column) graphs, one chunk per tile row."""
+
+    def __init__(self, path: str, base: Any = None) -> None:
+        from gramdist.engine.append import current_graphs
+        from gramdist.engine.store import GramStore
+        from gramdist.engine.store.state import EmbeddingCache
+
+        store = self.store = GramStore.open(path)
+        if store.committing:
+            raise StoreError(f"{path}: an append is being committed; search it once `gramdist append {path}` "
+                             "has finished")
+        if store.combination or not store.state_complete:
+            raise StoreError(f"{path}: holds no fitted kernel state ("
+                             + ("a combination of stores" if store.combination else "its run did not finish fitting")
+                             + "); search needs a store made by `gramdist run` or `gramdist features`")
+        rows, cols = current_graphs(store, base)
+        self.graphs = rows if cols is None else cols
+        self.n_graphs, self.tile = len(self.graphs), store.tile_size
+        self.n_chunks = -(-self.n_graphs // self.tile)
+        self.n_nodes = int(self.graphs.n_nodes)
+        self.tag = "r" if store.symmetric else "c"  # the name a run keeps the chunk's embedding under
+        kept = str(store.location.resolved()) if store.keeps_embeddings else None
+        self.cache = EmbeddingCache(kept, None)  # read-only: a search never writes to the store
+
+    def map_queries(self, graphs: Any) -> EmbeddedQueries:
+        """The queries embedded with the store's fitted state, with their raw K(q, q)."""
+        from gramdist.engine.tasks import diag_task, embed_task
+
+        spec = self.store.kernel
+        kernel = kernel_from_spec({"name": spec["name"], **spec["params"]})
+        state = self.store.read_state()
+        emb = embed_task(kernel, state, graphs)
+        return EmbeddedQueries(kernel, state, emb, diag_task(kernel, state, emb))
+
+    def task(self, i: int) -> tuple[Any, tuple[Any, ...]]:
+        start = i * self.tile
+        chunk = self.graphs[start:min(start + self.tile, self.n_graphs)]
+        return gram_chunk_task, (LibraryChunk(i, start, chunk, f"{self.tag}{i}", self.cache),)
+
+
+def open_library(store: str, base: Any = None) -> FeatureLibrary | GramLibrary:
+    """The search library of ``store``: a feature store or a Gram store."""
+    from gramdist.engine.store import is_feature_store, is_gram_store
+
+    if is_feature_store(store):
+        if base is not None:
+            raise InputError("base: only for a Gram store (a feature store holds its rows)")
+        return FeatureLibrary(store)
+    if is_gram_store(store):
+        return GramLibrary(store, base)
+    raise StoreError(f"{store}: not a gramdist store; search runs on a feature store (`gramdist features`) or a "
+                     "Gram store (`gramdist run`)")
+
+
 def search(store: str, queries: Any, *, top: int = 10, placement: Placement | None = None,
-           context: RunContext | None = None) -> SearchResult:
+           context: RunContext | None = None, base: Any = None) -> SearchResult:
     """The ``top`` library graphs of ``store`` most similar to each query graph.
 
     Parameters
     ----------
-    store : a finished feature store (explicit or Nyström rows).
+    store : a finished feature store (explicit or Nyström rows), or a Gram store with its
+        fitted state (its graphs, or a test × train store's training graphs, are the library).
     queries : Q graphs: a GraphBatch, networkx graphs, SMILES (a list, or a .smi/.csv/.sdf
         file), a TU folder, a dataset name or a ``dataset:`` mapping (see :func:`query_graphs`).
     top : K, at least 1.
     placement : where the chunk tasks run (default: this process for a small library, else a
         LocalCluster, as every command decides).
+    base : a Gram store's graphs, when the sources it recorded cannot be re-read (moved files,
+        a store made from Python): anything a job's ``dataset:`` accepts, or a GraphBatch,
+        checked against the store's content checksum.
 
     Returns
     -------
     SearchResult with (Q, top) arrays.
     """
-    from gramdist.engine.store import FeatureStore, is_feature_store
-
     if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1:
         raise InputError(f"top: expected a positive integer, got {top!r}")
-    if not is_feature_store(store):
-        raise StoreError(f"{store}: not a feature store; search runs on the rows of `gramdist features` "
-                         "(explicit or --nystroem M)")
     context = context or RunContext()
     t0 = time.perf_counter()
-    lib = FeatureStore.open(store)
-    lib.check_complete()
-    graphs = query_graphs(lib, queries)
-    rows = map_queries(lib, graphs)
-    t_map = time.perf_counter()
-    return _run(lib, rows, graphs, top, placement or Placement(), context, {"map_s": t_map - t0})
+    lib = open_library(store, base)
+    t_lib = time.perf_counter()
+    graphs = query_graphs(lib.store, queries)
+    rows = lib.map_queries(graphs)
+    timings = {"library_s": t_lib - t0, "map_s": time.perf_counter() - t_lib}
+    return _run(lib, rows, graphs, top, placement or Placement(), context, timings)
 
 
-def _run(lib: Any, queries: QueryRows, graphs: Any, top: int, placement: Placement, context: RunContext,
-         timings: dict[str, float]) -> SearchResult:
+def _run(lib: FeatureLibrary | GramLibrary, queries: Any, graphs: Any, top: int, placement: Placement,
+         context: RunContext, timings: dict[str, float]) -> SearchResult:
     t0 = time.perf_counter()
-    _, sums = lib.chunk_mask()
-    n_chunks, path = lib.grid.n_chunks, str(lib.location)
-    prenormalized = not lib.sparse and lib.normalize
     parts: dict[int, dict[str, Any]] = {}
-    n_entries = lib.grid.n_graphs * len(queries)
+    n_entries = lib.n_graphs * len(queries)
+    n_nodes = lib.n_nodes + (int(graphs.n_nodes) if lib.n_nodes else 0)
     token = uuid.uuid4().hex[:12]  # task keys only: two searches on one cluster never share one
-    with placement.executor(n_entries, context.log) as ex:
+    with placement.executor(n_entries, context.log, n_nodes) as ex:
         q_f = ex.put(queries, key=f"search-queries-{token}")
 
         def submit(i: int) -> Any:
-            return ex.submit(search_chunk_task, path, i, int(sums[i]), q_f, top, prenormalized,
-                             key=f"search-{token}-{i}")
+            fn, args = lib.task(i)
+            return ex.submit(fn, *args, q_f, top, key=f"search-{token}-{i}")
 
         window = Window(ex, submit, lambda res: parts.__setitem__(res["chunk"], res),
-                        progress_reporter(context.progress, n_chunks, 0, unit="chunk"), context.log, what="chunk")
-        run_window(window, range(n_chunks))
-    ordered = [parts[i] for i in range(n_chunks)]
+                        progress_reporter(context.progress, lib.n_chunks, 0, unit="chunk"), context.log,
+                        what="chunk")
+        run_window(window, range(lib.n_chunks))
+    ordered = [parts[i] for i in range(lib.n_chunks)]
     rows, values = merge_best([(p["rows"], p["values"]) for p in ordered], len(queries), top)
     ids = _ids_of(rows, ordered)
     timings["chunks_s"] = time.perf_counter() - t0
     return SearchResult(rows=rows, ids=ids, values=values, query_ids=np.asarray(graphs.graph_ids, np.int64),
-                        store=str(lib.location), timings=timings)
+                        store=str(lib.store.location), timings=timings)
 
 
 def _ids_of(rows: np.ndarray, parts: list[dict[str, Any]]) -> np.ndarray:

@@ -115,7 +115,8 @@ def obtain_state(ex: Executor, plan: GramPlan, sink: Any, ctx: RunContext) -> Ke
         state, indices = source.read_state(), source.fit_indices()
     else:
         indices = fit_sample_indices(len(plan.cols), plan.fit.sample_size, plan.fit.seed)
-        sample = plan.cols.take(indices) if len(indices) < len(plan.cols) else plan.cols
+        whole = len(indices) == len(plan.cols) and isinstance(plan.cols, GraphBatch)  # a lazy dataset loads its sample
+        sample = plan.cols if whole else plan.cols.take(indices)
         state = ex.submit(tasks.fit_task, plan.kernel, sample, plan.fit.seed, key=f"fit-{new_token()}").result()
     plan.timings["fit_s"] = time.perf_counter() - t
     ctx.log(f"gramdist: fitted on {len(indices)} graphs in {plan.timings['fit_s']:.2f} s")
