@@ -183,8 +183,9 @@ VARIANTS = {
 def bench(dataset: str, variant: str, workdir: Path, grakel_timeout: float, tudataset: str | None) -> dict:
     store = workdir / f"{dataset}-{variant}.zarr"
     row = {"dataset": dataset, "variant": variant, "sets": VARIANTS[variant]}
-    row["gramdist"] = run_gramdist("jobs/mutag-graphlet.yaml", [f"dataset.name={dataset}", "gram.normalize=true",
-                                                                *VARIANTS[variant]], store)
+    own = ROOT / "jobs" / f"{dataset.lower()}-graphlet.yaml"  # the dataset's job: its tile size
+    job, sets = (str(own), []) if own.is_file() else ("jobs/mutag-graphlet.yaml", [f"dataset.name={dataset}"])
+    row["gramdist"] = run_gramdist(job, [*sets, "gram.normalize=true", *VARIANTS[variant]], store)
     if "error" in row["gramdist"]:
         raise SystemExit(row["gramdist"]["error"])
     ours = open_store(store)

@@ -41,15 +41,13 @@ import json
 import os
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, ROOT, gramdist_cmd, last_json_line, save  # noqa: E402
+from common import RESULTS, ROOT, gramdist_cmd, last_json_line, local_scheduler, save  # noqa: E402
 from soak import run_sampled  # noqa: E402
 
 BLOCK = 10_000
@@ -196,47 +194,14 @@ def grakel(n: int, nystroem: int, args: argparse.Namespace) -> dict:
     return out
 
 
-def _wait_for_workers(addr: str, n: int, seconds: float = 120.0) -> None:
-    """Return once the scheduler at ``addr`` has ``n`` workers (it may not listen yet)."""
-    from distributed import Client
-
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            with Client(addr, timeout="5s") as client:
-                client.wait_for_workers(n, timeout=max(1.0, deadline - time.time()))
-            return
-        except (OSError, TimeoutError):
-            time.sleep(0.5)
-    raise TimeoutError(f"{addr}: no {n} workers after {seconds:.0f} s")
-
-
 def three_workers(work: Path, n: int, args: argparse.Namespace) -> dict:
     """The WL feature run on `dask scheduler` + three `dask worker` processes."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    addr = f"tcp://127.0.0.1:{port}"
-    dask = str(Path(sys.executable).parent / "dask")
-    commands = [[dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"]]
-    commands += 3 * [[dask, "worker", addr, "--nthreads", "1", "--memory-limit", "3GB", "--no-dashboard"]]
-    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work) for c in commands]
-    try:
-        _wait_for_workers(addr, 3)
+    with local_scheduler(3, work) as addr:
         job = work / f"wl-3w-{n}.yaml"
         job.write_text(wl_job(n, args.h, 1024))
         store = work / f"wl-3w-{n}.zarr"
         run = measured(gramdist_cmd("features", str(job), "--out", str(store), "--scheduler", addr,
                                     "--chunk-size", str(args.chunk), "--quiet", "--json"))
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
     if not args.keep:
         shutil.rmtree(store, ignore_errors=True)
     workers = run.get("summary", {}).get("workers", {})

@@ -5,6 +5,7 @@
     python benchmarks/bench_moses.py --job jobs/moses-nspdk-features.yaml --target-min 30
     python benchmarks/bench_moses.py --job jobs/moses-dm-nystroem.yaml --nystroem 1000 \
         --sizes 10000 100000 --target-min 15
+    python benchmarks/bench_moses.py --job ... --sizes 100000 --scheduler-workers 3   # the chunks' spread
 
 For each size N (0: all 1,584,663), ``gramdist features`` of the job with ``dataset.limit=N``
 in a fresh process (SMILES read in blocks on the workers, 2 workers), timed end to end with the
@@ -25,16 +26,18 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, ROOT, gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+from common import RESULTS, ROOT, gramdist_cmd, last_json_line, local_scheduler, run_measured, save  # noqa: E402
 
 
 def folder_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
 
 
-def run(job: Path, n: int, workdir: Path, nystroem: int | None = None) -> dict:
+def run(job: Path, n: int, workdir: Path, nystroem: int | None = None, scheduler: str | None = None) -> dict:
     store = workdir / f"moses-{n}.zarr"
     args = ["features", str(job), "--out", str(store), "--quiet", "--json"]
+    if scheduler:
+        args += ["--scheduler", scheduler]
     args += ["--set", f"dataset.limit={n}" if n else "dataset.limit=null"]
     if nystroem:
         args += ["--nystroem", str(nystroem)]
@@ -45,7 +48,8 @@ def run(job: Path, n: int, workdir: Path, nystroem: int | None = None) -> dict:
     with open(store / "zarr.json") as f:
         n_graphs = json.load(f)["attributes"]["dataset"]["n_graphs"]
     return {"n": n_graphs, "wall_s": r["wall_s"], "peak_total_mb": r["peak_total_mb"],
-            "peak_process_mb": r["peak_process_mb"], "store_mb": folder_mb(store), "timings": summary["timings"]}
+            "peak_process_mb": r["peak_process_mb"], "store_mb": folder_mb(store), "timings": summary["timings"],
+            "chunks_per_worker": summary.get("workers")}
 
 
 def plot(rows: list[dict], path: Path, title: str, target_min: float) -> None:
@@ -72,14 +76,15 @@ def plot(rows: list[dict], path: Path, title: str, target_min: float) -> None:
     fig.savefig(path, dpi=120)
 
 
-def measure(job: Path, sizes: list[int], nystroem: int | None) -> list[dict]:
+def measure(job: Path, sizes: list[int], nystroem: int | None, scheduler: str | None = None) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(dir=os.environ.get("GRAMDIST_BENCH_TMP")) as tmp:
         for n in sizes:
-            rows.append(run(job, n, Path(tmp), nystroem))
+            rows.append(run(job, n, Path(tmp), nystroem, scheduler))
             r = rows[-1]
             print(f"{r['n']:>9,} molecules  {r['wall_s']:7.1f} s  largest process {r['peak_process_mb']:6.0f} MB  "
-                  f"all {r['peak_total_mb']:6.0f} MB  store {r['store_mb']:7.1f} MB", flush=True)
+                  f"all {r['peak_total_mb']:6.0f} MB  store {r['store_mb']:7.1f} MB  chunks per worker "
+                  f"{r['chunks_per_worker']}", flush=True)
     return rows
 
 
@@ -90,9 +95,17 @@ def main() -> None:
     ap.add_argument("--nystroem", type=int, default=None, metavar="M", help="Nyström features with M landmarks")
     ap.add_argument("--target-min", type=float, default=10, help="the issue's time target, drawn on the plot")
     ap.add_argument("--replot", action="store_true", help="redraw the plot from the saved results, run nothing")
+    ap.add_argument("--scheduler-workers", type=int, default=0, metavar="W",
+                    help="run on a `dask scheduler` with W `dask worker` processes (the chunks' spread is "
+                         "recorded; the measured tree is the client's only); results <name>-w<W>.json, no plot")
     args = ap.parse_args()
     job = Path(args.job)
     name = "moses" if job.stem == "moses-wl-features" else f"moses-{job.stem.removeprefix('moses-')}"
+    if args.scheduler_workers:
+        with tempfile.TemporaryDirectory() as tmp, local_scheduler(args.scheduler_workers, Path(tmp)) as addr:
+            rows = measure(job, args.sizes, args.nystroem, addr)
+        save(f"{name}-w{args.scheduler_workers}", {"job": args.job, "nystroem": args.nystroem, "rows": rows})
+        return
     if args.replot:
         rows = json.loads((RESULTS / f"{name}.json").read_text())["rows"]
     else:

@@ -7,8 +7,10 @@ one instant, ``peak_process_mb`` the largest single process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -96,3 +98,45 @@ def grakel_labelled_graphs(batch) -> list:
         labels = {v: int(lab) for v, lab in enumerate(x.node_labels)}
         graphs.append(Graph(adj, node_labels=labels, graph_format="dictionary"))
     return graphs
+
+
+def wait_for_workers(addr: str, n: int, seconds: float = 120.0) -> None:
+    """Return once the scheduler at ``addr`` has ``n`` workers (it may not listen yet)."""
+    from distributed import Client
+
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            with Client(addr, timeout="5s") as client:
+                client.wait_for_workers(n, timeout=max(1.0, deadline - time.time()))
+            return
+        except (OSError, TimeoutError):
+            time.sleep(0.5)
+    raise TimeoutError(f"{addr}: no {n} workers after {seconds:.0f} s")
+
+
+@contextlib.contextmanager
+def local_scheduler(n_workers: int, cwd: Path, memory_limit: str = "3GB"):
+    """A `dask scheduler` and ``n_workers`` `dask worker` processes (one thread each) on
+    127.0.0.1, as a user starts them; yields the scheduler's address, stops them after."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    addr = f"tcp://127.0.0.1:{port}"
+    dask = str(Path(sys.executable).parent / "dask")
+    commands = [[dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"]]
+    commands += n_workers * [[dask, "worker", addr, "--nthreads", "1", "--memory-limit", memory_limit,
+                              "--no-dashboard"]]
+    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd) for c in commands]
+    try:
+        wait_for_workers(addr, n_workers)
+        yield addr
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
