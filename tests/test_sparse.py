@@ -90,3 +90,60 @@ def test_embeddings_travel_without_their_derived_cache():
         back = pickle.loads(pickle.dumps(emb))
         assert back._cache == {} and np.array_equal(back.keys, emb.keys)
         assert np.array_equal(getattr(back, extra), getattr(emb, extra)) if extra != "counts" else back.counts == emb.counts
+
+
+def _same(a: SparseFeatures, b: SparseFeatures) -> bool:
+    return (np.array_equal(a.indptr, b.indptr) and np.array_equal(a.keys, b.keys)
+            and np.array_equal(a.values, b.values))
+
+
+def test_row_builder_is_from_pairs_of_every_piece_bit_for_bit():
+    """Pieces arriving graph after graph, closed as they complete: duplicates across pieces
+    summed in arrival order, exact zeros dropped, empty graphs kept, the caller's arrays untouched."""
+    rng = np.random.default_rng(3)
+    n_graphs, pieces, closes = 9, [], []
+    g = 0
+    for _ in range(30):
+        span = rng.integers(0, 2)  # a piece covers the open graph, sometimes the next one too
+        m = int(rng.integers(0, 40))
+        rows = np.sort(rng.integers(g, min(g + span + 1, n_graphs), m))
+        keys = rng.integers(0, 12, m).astype(np.uint64)
+        vals = rng.normal(size=m).round(1)
+        vals[rng.random(m) < 0.1] = 0.0
+        pieces.append((rows, keys, vals))
+        closes.append(g)
+        g = min(g + int(rng.integers(0, 2)), n_graphs - 1)
+    builder = sf.RowBuilder(n_graphs)
+    copies = [tuple(a.copy() for a in p) for p in pieces]
+    for p, c in zip(pieces, closes):
+        builder.close_before(c)
+        builder.add(*p)
+    got = builder.result()
+    want = SparseFeatures.from_pairs(*(np.concatenate([p[j] for p in pieces]) for j in range(3)), n_graphs)
+    assert _same(got, want) and len(got) == n_graphs
+    assert all(np.array_equal(a, b) for p, c in zip(pieces, copies) for a, b in zip(p, c))
+
+
+def test_wlsp_streamed_features_equal_the_collected_ones_with_graphs_over_several_blocks():
+    from gramdist.datasets import load_dataset
+    from gramdist.kernels import allpairs
+    from gramdist.kernels.hashing import combine
+    from gramdist.kernels.relabel import wl_labels
+    from gramdist.kernels.shortest_path.wlsp import TAG_WLSP, WLShortestPathKernel
+
+    graphs = load_dataset("ENZYMES")[:60]  # graphs of up to 96 nodes: above 64, split into blocks of rows
+    labels = wl_labels(graphs, 2)
+    blocks = list(allpairs.distance_blocks(graphs, max_pairs=256))
+    assert len(blocks) > len({int(graphs.node_graph[b.row0]) for b in blocks})  # some graph spans blocks
+    collected = allpairs.labelled_distance_counts(graphs, labels, max_pairs=256)
+    g = np.concatenate([c[0] for c in collected])
+    keys = np.concatenate([combine(TAG_WLSP, np.uint64(i), c[1], c[2], c[3]) for i, c in enumerate(collected)])
+    vals = np.concatenate([c[4].astype(np.float64) for c in collected])
+    want = SparseFeatures.from_pairs(g, keys, vals, len(graphs))
+    builder = sf.RowBuilder(len(graphs))
+    for complete, it, (gi, lu, lv, d, cnt) in allpairs.iter_labelled_distance_counts(graphs, labels, max_pairs=256):
+        builder.add(gi, combine(TAG_WLSP, np.uint64(it), lu, lv, d), cnt.astype(np.float64))
+        builder.close_before(complete)
+    streamed = builder.result()
+    assert _same(streamed, want)
+    assert _same(WLShortestPathKernel(2).features(graphs), want)

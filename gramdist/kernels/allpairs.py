@@ -247,15 +247,37 @@ def labelled_distance_counts(graphs: GraphBatch, label_sets: list[np.ndarray | N
     label arrays (int64 or uint64), or ``None`` for "no labels" (only ``d`` counts).
     The distances are computed once and shared by all labellings.
 
+    Returns one ``(graph, label_u, label_v, d, count)`` tuple of arrays per labelling (for
+    ``None``: ``label_u``/``label_v`` are zeros). A (graph, label_u, label_v, d) appears once
+    per block; a graph split over several blocks may repeat one, with counts to be summed.
+    Everything at once: :func:`iter_labelled_distance_counts` gives the same pieces block by
+    block, for a caller that reduces them as they come.
+    """
+    out: list[list[tuple[np.ndarray, ...]]] = [[] for _ in label_sets]
+    for _, i, piece in iter_labelled_distance_counts(graphs, label_sets, max_pairs):
+        out[i].append(piece)
+    result = []
+    for parts in out:
+        if parts:
+            result.append(tuple(np.concatenate([q[j] for q in parts]) for j in range(5)))
+        else:
+            z = np.zeros(0, np.int64)
+            result.append((z, z, z, z, z))
+    return result
+
+
+def iter_labelled_distance_counts(graphs: GraphBatch, label_sets: list[np.ndarray | None],
+                                  max_pairs: int = MAX_PAIRS) -> Iterator[tuple[int, int, tuple[np.ndarray, ...]]]:
+    """The pieces of :func:`labelled_distance_counts` as they are counted, distance block by
+    distance block: ``(complete, i, (graph, label_u, label_v, d, count))`` for labelling ``i``,
+    where every graph below ``complete`` has had all its pieces before this one (blocks go
+    graph after graph; the last graphs are complete when the iteration ends).
+
     Each block of distances is counted without listing its pairs: with per-graph dense label
     codes ``c`` (``L_g`` of them) the code of a pair is
     ``off_g + (c(u)·L_g + c(v))·n_g + d`` = a row term + a column term + the distance, so one
     broadcast addition over the block and one ``bincount`` (or a sort, for large code spaces
     such as late WL labels) count it.
-
-    Returns one ``(graph, label_u, label_v, d, count)`` tuple of arrays per labelling (for
-    ``None``: ``label_u``/``label_v`` are zeros). A (graph, label_u, label_v, d) appears once
-    per block; a graph split over several blocks may repeat one, with counts to be summed.
     """
     sizes = graphs.nodes_per_graph
     node_graph = graphs.node_graph
@@ -266,7 +288,6 @@ def labelled_distance_counts(graphs: GraphBatch, label_sets: list[np.ndarray | N
             continue
         code, n_codes, table = local_codes(graphs, np.asarray(labels))
         prepared.append((code, n_codes, table, np.concatenate([[0], np.cumsum(n_codes)])))
-    out: list[list[tuple[np.ndarray, ...]]] = [[] for _ in label_sets]
     for block in distance_blocks(graphs, max_pairs):
         k, c = block.dist.shape
         rows = np.arange(block.row0, block.row0 + k)
@@ -276,6 +297,7 @@ def labelled_distance_counts(graphs: GraphBatch, label_sets: list[np.ndarray | N
         rg, cg = node_graph[rows], node_graph[cols]
         g0 = int(rg[0])
         gs = np.arange(g0, int(cg[-1]) + 1)
+        complete = g0  # blocks go graph after graph: every graph before this block's is done
         for i, (code, n_codes, table, cum) in enumerate(prepared):
             space = n_codes[gs] * n_codes[gs] * sizes[gs]
             off = np.concatenate([[0], np.cumsum(space)])
@@ -290,20 +312,13 @@ def labelled_distance_counts(graphs: GraphBatch, label_sets: list[np.ndarray | N
             d = rem % n
             if table is None:
                 z = np.zeros(len(g), np.int64)
-                out[i].append((g, z, z, d, cnt))
+                yield complete, i, (g, z, z, d, cnt)
                 continue
             t = rem // n
             L = n_codes[g]
-            out[i].append((g, table[cum[g] + t // L], table[cum[g] + t % L], d, cnt))
-    result = []
-    for parts in out:
-        if parts:
-            result.append(tuple(np.concatenate([q[j] for q in parts]) for j in range(5)))
-        else:
-            z = np.zeros(0, np.int64)
-            result.append((z, z, z, z, z))
-    return result
+            yield complete, i, (g, table[cum[g] + t // L], table[cum[g] + t % L], d, cnt)
 
 
 __all__ = ["MAX_PAIRS", "GROUP_NODES", "DistanceBlock", "distance_blocks", "PairPiece", "pair_pieces", "local_adjacency", "distance_rows", "source_blocks",
-           "local_codes", "count_codes", "labelled_distance_counts"]
+           "local_codes", "count_codes", "labelled_distance_counts",
+           "iter_labelled_distance_counts"]

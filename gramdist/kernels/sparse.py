@@ -181,30 +181,52 @@ class SparseFeatures(DerivedCache):
         graph (stable, so duplicates are summed in their input order: deterministic for a
         given input). Entries summing to exactly 0 are dropped.
         """
+        return cls._from_pairs(graph_index, keys, values, n_graphs, owned=False)
+
+    @classmethod
+    def _from_pairs(cls, graph_index: np.ndarray, keys: np.ndarray, values: np.ndarray | float,
+                    n_graphs: int, owned: bool) -> SparseFeatures:
+        """:meth:`from_pairs`; ``owned``: the arrays are the caller's to give away (sorted in
+        place: no copy of a chunk's triples, which for the largest graphs is gigabytes)."""
         g = np.asarray(graph_index, dtype=np.int64).ravel()
         k = np.asarray(keys, dtype=np.uint64).ravel()
         if len(g) == 0:
             return cls.empty(n_graphs)
-        scalar = np.ndim(values) == 0
-        v = None if scalar else np.asarray(values, dtype=np.float64).ravel()
-        if len(g) > 1 and np.any(g[1:] < g[:-1]):
-            order = np.argsort(g, kind="stable")
-            g, k = g[order], k[order]
-            v = None if v is None else v[order]
-        indptr = np.zeros(n_graphs + 1, dtype=np.int64)
-        np.cumsum(np.bincount(g, minlength=n_graphs), out=indptr[1:])
-        k, v = sort_segments(k, indptr, v)
+        v = values if np.ndim(values) == 0 else np.asarray(values, dtype=np.float64).ravel()
+        indptr, k, v, moved = grouped_by_row(g, k, v, n_graphs)
+        del g
+        return cls._from_segments(indptr, k, v, owned or moved)
+
+    @classmethod
+    def _from_segments(cls, indptr: np.ndarray, k: np.ndarray, v: np.ndarray | float,
+                       owned: bool) -> SparseFeatures:
+        """Rows from each graph's (key, value) pairs ``indptr[i]:indptr[i+1]``, unsorted and
+        with duplicates: sorted by key (stable), duplicates summed in order, zeros dropped."""
+        n_graphs = len(indptr) - 1
+        if len(k) == 0:
+            return cls.empty(n_graphs)
+        scalar = np.ndim(v) == 0
+        k, sv = sort_segments(k, indptr, None if scalar else v, copy=not owned)
         new = np.empty(len(k), dtype=bool)
         new[0] = True
         new[1:] = k[1:] != k[:-1]
         new[indptr[:-1][indptr[:-1] < len(k)]] = True  # a graph's first entry starts a group
+        if not scalar and new.all():  # no duplicates: the sorted arrays are the rows
+            del new
+            nz = sv != 0.0
+            if nz.all():
+                return cls(indptr, k, sv)
+            rows = np.repeat(np.arange(n_graphs, dtype=np.int64), np.diff(indptr))[nz]
+            out_ptr = np.zeros(n_graphs + 1, dtype=np.int64)
+            np.cumsum(np.bincount(rows, minlength=n_graphs), out=out_ptr[1:])
+            return cls(out_ptr, k[nz], sv[nz])
         starts = np.flatnonzero(new)
         if scalar:
-            vals = np.diff(np.append(starts, len(k))).astype(np.float64) * float(values)
+            vals = np.diff(np.append(starts, len(k))).astype(np.float64) * float(v)
         elif len(starts) == len(k):
-            vals = v
+            vals = sv
         else:
-            vals = _segment_sum_sequential(v, starts)
+            vals = _segment_sum_sequential(sv, starts)
         rows = np.searchsorted(indptr, starts, side="right") - 1
         k = k[starts]
         nz = vals != 0.0
@@ -225,6 +247,68 @@ class SparseFeatures(DerivedCache):
 
     def __repr__(self) -> str:
         return f"SparseFeatures({len(self)} graphs, {self.nnz} non-zeros)"
+
+
+class RowBuilder:
+    """:meth:`SparseFeatures.from_pairs` for (graph, key, value) pieces that arrive graph after
+    graph: a graph's rows are built as soon as the caller says no later piece can touch it
+    (:meth:`close_before`), so memory holds the finished rows and the open graphs' raw pieces,
+    never every triple of the batch at once. The result is bit for bit ``from_pairs`` of all
+    pieces in their order of arrival (each graph's triples keep their relative order, which
+    is all its duplicate sums depend on)."""
+
+    def __init__(self, n_graphs: int) -> None:
+        self.n_graphs = n_graphs
+        self.closed = 0  # every graph below is built
+        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.parts: list[SparseFeatures] = []
+
+    def add(self, graph_index: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None:
+        self.pending.append((np.asarray(graph_index, np.int64), np.asarray(keys, np.uint64),
+                             np.asarray(values, np.float64)))
+
+    def close_before(self, graph: int) -> None:
+        """Build the rows of every graph below ``graph``: no further piece may name one."""
+        graph = min(int(graph), self.n_graphs)
+        if graph <= self.closed:
+            return
+        g, k, v = (self._column(c) for c in range(3))  # each column's pieces freed as it is joined
+        self.pending.clear()
+        done = g < graph
+        if not done.all():
+            keep = ~done
+            self.pending.append((g[keep], k[keep], v[keep]))
+            g, k, v = g[done], k[done], v[done]
+        g -= self.closed
+        indptr, k, v, _ = grouped_by_row(g, k, v, graph - self.closed)
+        del g  # before the sort: its bytes are the rows' own
+        self.parts.append(SparseFeatures._from_segments(indptr, k, v, owned=True))
+        self.closed = graph
+
+    def _column(self, c: int) -> np.ndarray:
+        parts = [q[c] for q in self.pending]
+        for i, q in enumerate(self.pending):
+            self.pending[i] = tuple(None if j == c else a for j, a in enumerate(q))
+        if not parts:
+            return np.zeros(0, (np.int64, np.uint64, np.float64)[c])
+        out = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+        del parts
+        return out
+
+    def result(self) -> SparseFeatures:
+        """All rows; each built part is dropped as it is copied in (peak: the result and one part)."""
+        self.close_before(self.n_graphs)
+        lens = np.concatenate([p.row_lengths for p in self.parts]) if self.parts else np.zeros(self.n_graphs, np.int64)
+        indptr = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=indptr[1:])
+        keys, values = np.empty(int(indptr[-1]), np.uint64), np.empty(int(indptr[-1]), np.float64)
+        at = 0
+        while self.parts:
+            part = self.parts.pop(0)
+            keys[at:at + part.nnz], values[at:at + part.nnz] = part.keys, part.values
+            at += part.nnz
+            del part
+        return SparseFeatures(indptr, keys, values)
 
 
 # ---------------------------------------------------------------- products
@@ -319,16 +403,32 @@ def sorted_unique(keys: np.ndarray) -> np.ndarray:
     return unique_sorted(keys)
 
 
-def sort_segments(keys: np.ndarray, indptr: np.ndarray,
-                  values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+def grouped_by_row(g: np.ndarray, k: np.ndarray, v: np.ndarray | float,
+                   n_graphs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | float, bool]:
+    """``(indptr, k, v, moved)``: the pairs grouped by row ``g`` (a stable radix sort, skipped
+    when already grouped; ``moved``: new arrays were made) and each row's segment."""
+    moved = False
+    if len(g) > 1 and np.any(g[1:] < g[:-1]):
+        order = np.argsort(g, kind="stable")
+        g, k = g[order], k[order]
+        v = v if np.ndim(v) == 0 else v[order]
+        moved = True
+    indptr = np.zeros(n_graphs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(g, minlength=n_graphs), out=indptr[1:])
+    return indptr, k, v, moved
+
+
+def sort_segments(keys: np.ndarray, indptr: np.ndarray, values: np.ndarray | None = None,
+                  copy: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """Sort ``keys`` inside each segment ``indptr[i]:indptr[i+1]``, permuting ``values`` alike.
 
     Stable (equal keys keep their order). Segments are sorted one by one when they are large
     (SIMD ``np.sort`` on contiguous slices is much faster than one global argsort of 64-bit
-    keys); many small segments use one global stable argsort on (segment, key).
+    keys); many small segments use one global stable argsort on (segment, key). ``copy=False``
+    sorts the given arrays in place where it can (they must be uint64 / float64).
     """
-    keys = np.array(keys, dtype=np.uint64, copy=True)
-    values = None if values is None else np.array(values, dtype=np.float64, copy=True)
+    keys = np.array(keys, dtype=np.uint64, copy=copy)
+    values = None if values is None else np.array(values, dtype=np.float64, copy=copy)
     n_seg = len(indptr) - 1
     if len(keys) == 0 or n_seg == 0:
         return keys, values
@@ -436,4 +536,4 @@ class SparseFeatureKernel(GraphKernel):
         return emb
 
 
-__all__ = ["SparseFeatureKernel", "SparseFeatures", "dot", "sq_norms", "sorted_unique", "sort_segments"]
+__all__ = ["RowBuilder", "SparseFeatureKernel", "SparseFeatures", "grouped_by_row", "dot", "sq_norms", "sorted_unique", "sort_segments"]
