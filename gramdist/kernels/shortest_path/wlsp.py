@@ -33,8 +33,11 @@ Choices, and ours
 Cost: one all-pairs distance computation per graph (O(n·(n+m)·log n)) plus ``h + 1`` countings of its ``n²`` pairs.
 After a few iterations most WL labels are unique within a graph, so a graph can have up to
 ``(h+1)·n·(n-1)`` distinct features (mostly private to it): on D&D (up to 5,748 nodes) the
-explicit vectors of the largest graphs hold tens of millions of entries. This is inherent to
-WLSP's feature space, and why the DM paper reports it "> 2 days" there.
+explicit vectors of the largest graphs hold tens of millions of entries (97 million, 1.6 GB,
+for the largest at h = 3). This is inherent to WLSP's feature space, and why the DM paper
+reports it "> 2 days" there. Memory: each graph's (label, label, distance) counts are hashed
+and reduced as its distance blocks come (:class:`~gramdist.kernels.sparse.RowBuilder`), so
+embedding a graph peaks at about 4× its finished vector, not at every pair's five columns.
 """
 
 from __future__ import annotations
