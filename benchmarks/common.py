@@ -70,8 +70,10 @@ def gramdist_cmd(*args: str) -> list[str]:
 
 
 def save(name: str, payload: dict) -> Path:
+    """``benchmarks/results/<name><$GRAMDIST_BENCH_SUFFIX>.json``: the suffix keeps a partial
+    rerun (another dataset, one variant) from replacing the file that BENCHMARKS.md cites."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+    path = RESULTS / f"{name}{os.environ.get('GRAMDIST_BENCH_SUFFIX', '')}.json"
     path.write_text(json.dumps(payload, indent=2))
     return path
 
