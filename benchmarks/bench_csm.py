@@ -36,7 +36,7 @@ from bench_graphlets import (  # noqa: E402
     run_external,
     run_gramdist,
 )
-from common import save  # noqa: E402
+from common import save, tile_set  # noqa: E402
 
 GRAKEL_CSM = GRAKEL_PRELUDE + r"""
 from grakel.kernels import SubgraphMatching
@@ -75,7 +75,7 @@ print(json.dumps({"kernel_s": kernel_s}))
 
 def bench(dataset: str, variant: str, workdir: Path, timeout: float) -> dict:
     gamma = 0.1
-    sets = [f"dataset.name={dataset}", "kernel.k=5", "gram.normalize=true"]
+    sets = [f"dataset.name={dataset}", "kernel.k=5", "gram.normalize=true", *tile_set(dataset)]
     if variant == "attributes":
         sets += ["kernel.node_attributes=true", f"kernel.gamma={gamma}"]
     else:

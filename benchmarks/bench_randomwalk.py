@@ -41,7 +41,7 @@ from bench_graphlets import (  # noqa: E402
     run_external,
     run_gramdist,
 )
-from common import save  # noqa: E402
+from common import save, tile_set  # noqa: E402
 
 GRAKEL_RW = GRAKEL_PRELUDE + r"""
 from grakel.kernels import RandomWalk, RandomWalkLabeled
@@ -85,7 +85,7 @@ def bench(dataset: str, variant: str, workdir: Path, timeout: float) -> dict:
     sets = {"pstep3": ["kernel.kind=p_step", "kernel.p=3"],
             "geometric": ["kernel.kind=geometric"],
             "unlabelled": ["kernel.kind=geometric", "kernel.use_labels=false"]}[variant]
-    sets = [f"dataset.name={dataset}", f"kernel.lam={lam!r}", "gram.normalize=false", *sets]
+    sets = [f"dataset.name={dataset}", f"kernel.lam={lam!r}", "gram.normalize=false", *tile_set(dataset), *sets]
     store = workdir / f"{dataset}-{variant}.zarr"
     row = {"dataset": dataset, "variant": variant, "lam": lam, "sets": sets}
     row["gramdist"] = run_gramdist("jobs/mutag-random_walk.yaml", sets, store)

@@ -69,6 +69,16 @@ def gramdist_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "gramdist.cli", *args]
 
 
+#: the tile sizes of the datasets' own job files (``jobs/nci1-*.yaml``, ``jobs/dd-*.yaml``), for
+#: benches that run a MUTAG job on another dataset: MUTAG's tiles of 64 would make NCI1 2,145 tiles
+DATASET_TILES = {"NCI1": 1028, "DD": 256}
+
+
+def tile_set(dataset: str) -> list[str]:
+    """``--set`` of the dataset's own tile size, if it has a job of its own."""
+    return [f"gram.tile_size={DATASET_TILES[dataset]}"] if dataset in DATASET_TILES else []
+
+
 def save(name: str, payload: dict) -> Path:
     """``benchmarks/results/<name><$GRAMDIST_BENCH_SUFFIX>.json``: the suffix keeps a partial
     rerun (another dataset, one variant) from replacing the file that BENCHMARKS.md cites."""
