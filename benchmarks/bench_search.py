@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+from common import gramdist_cmd, last_json_line, run_measured, save, top_k_overlap  # noqa: E402
 
 RDKIT_SCRIPT = r"""
 import json, sys, time
@@ -76,10 +76,6 @@ def head_smiles(name: str, n: int, out: Path) -> Path:
                 break
             w.write(f"{row['SMILES']} m{i}\n")
     return out
-
-
-def overlap(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.mean([len(set(x) & set(y)) / len(x) for x, y in zip(a, b)]))
 
 
 def main() -> None:
@@ -131,7 +127,7 @@ def main() -> None:
         "rdkit": {"library_fingerprints_s": rd["library_s"], "search_s": rd["search_s"],
                   "queries_per_s": args.queries / rd["search_s"], "end_to_end_s": theirs["wall_s"],
                   "peak_total_mb": theirs["peak_total_mb"]},
-        "top_k_overlap": overlap(our_rows, rd_rows),
+        "top_k_overlap": top_k_overlap(our_rows, rd_rows),
     }
     result["ratio_phase"] = result["gramdist"]["queries_per_s_phase"] / result["rdkit"]["queries_per_s"]
     print(json.dumps(result, indent=2))

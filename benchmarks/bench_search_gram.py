@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+from common import ROOT, gramdist_cmd, last_json_line, run_measured, save, top_k_overlap  # noqa: E402
 
 GRAKEL_SCRIPT = r"""
 import json, sys, time
@@ -81,10 +81,6 @@ def make_store(command: str, kernel: str, out: Path, args: argparse.Namespace) -
     return {"wall_s": r["wall_s"], "peak_total_mb": r["peak_total_mb"]}
 
 
-def overlap(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.mean([len(set(x) & set(y)) / len(x) for x, y in zip(a, b)]))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queries", type=int, default=1000)
@@ -112,7 +108,7 @@ def main() -> None:
         grakel_rows, grakel_values = np.load(tmp / "grakel.npy")
     for name in ("wl_gram", "wl_features"):
         # the same kernel: equal top-K values up to rounding; the sets differ only among ties
-        result[name]["top_k_overlap_with_grakel"] = overlap(rows[name][0], grakel_rows.astype(np.int64))
+        result[name]["top_k_overlap_with_grakel"] = top_k_overlap(rows[name][0], grakel_rows.astype(np.int64))
         result[name]["top_k_values_max_abs_diff_grakel"] = float(np.max(np.abs(rows[name][1] - grakel_values)))
     result["wl_gram"]["same_hits_as_features"] = bool(np.array_equal(rows["wl_gram"][0], rows["wl_features"][0]))
     result["dm_gram"]["self_first"] = float(np.mean(rows["dm_gram"][0][:, 0] == np.arange(args.queries)))

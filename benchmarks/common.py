@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,6 +68,11 @@ def run_measured(cmd: list[str], env: dict | None = None, cwd: Path | None = Non
 
 def gramdist_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "gramdist.cli", *args]
+
+
+def top_k_overlap(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean |A ∩ B| / K over the rows of two (Q, K) arrays of top-K ids."""
+    return float(np.mean([len(set(x) & set(y)) / len(x) for x, y in zip(a, b)]))
 
 
 #: the tile sizes of the datasets' own job files (``jobs/nci1-*.yaml``, ``jobs/dd-*.yaml``), for

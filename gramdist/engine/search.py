@@ -210,6 +210,12 @@ def query_graphs(lib: Any, queries: Any) -> Any:
     return batch
 
 
+def kernel_and_state(store: Any) -> tuple[Any, Any]:
+    """The kernel a store recorded (its name and parameters) and its fitted state."""
+    spec = store.kernel
+    return kernel_from_spec({"name": spec["name"], **spec["params"]}), store.read_state()
+
+
 class FeatureLibrary:
     """A feature store as a search library: chunk ``i`` is the store's chunk ``i``."""
 
@@ -219,16 +225,18 @@ class FeatureLibrary:
         self.store = FeatureStore.open(path)
         self.store.check_complete()
         self.n_graphs, self.n_chunks = self.store.grid.n_graphs, self.store.grid.n_chunks
-        self.n_nodes = 0  # scoring is dot products: only the entries count
         self._sums = self.store.chunk_mask()[1]
+
+    def nodes(self, queries: Any) -> int:
+        """Nodes the search embeds, for placement: none past the queries' mapping (dot products)."""
+        return 0
 
     def map_queries(self, graphs: Any) -> QueryRows:
         """The query graphs in the store's feature space, with the store's fitted state."""
         from gramdist.engine.feature_tasks import embed_landmarks_task, nystroem_features, sparse_rows
 
-        store, spec = self.store, self.store.kernel
-        kernel = kernel_from_spec({"name": spec["name"], **spec["params"]})
-        state = store.read_state()
+        store = self.store
+        kernel, state = kernel_and_state(store)
         if store.sparse:
             rows = sparse_rows(kernel, state, graphs)
             columns = unique_sorted(np.asarray(rows["keys"], np.uint64))
@@ -266,18 +274,19 @@ class GramLibrary:
         self.graphs = rows if cols is None else cols
         self.n_graphs, self.tile = len(self.graphs), store.tile_size
         self.n_chunks = -(-self.n_graphs // self.tile)
-        self.n_nodes = int(self.graphs.n_nodes)
         self.tag = "r" if store.symmetric else "c"  # the name a run keeps the chunk's embedding under
         kept = str(store.location.resolved()) if store.keeps_embeddings else None
         self.cache = EmbeddingCache(kept, None)  # read-only: a search never writes to the store
+
+    def nodes(self, queries: Any) -> int:
+        """Nodes the search embeds, for placement: the library's and the queries'."""
+        return int(self.graphs.n_nodes) + int(queries.n_nodes)
 
     def map_queries(self, graphs: Any) -> EmbeddedQueries:
         """The queries embedded with the store's fitted state, with their raw K(q, q)."""
         from gramdist.engine.tasks import diag_task, embed_task
 
-        spec = self.store.kernel
-        kernel = kernel_from_spec({"name": spec["name"], **spec["params"]})
-        state = self.store.read_state()
+        kernel, state = kernel_and_state(self.store)
         emb = embed_task(kernel, state, graphs)
         return EmbeddedQueries(kernel, state, emb, diag_task(kernel, state, emb))
 
@@ -339,9 +348,8 @@ def _run(lib: FeatureLibrary | GramLibrary, queries: Any, graphs: Any, top: int,
     t0 = time.perf_counter()
     parts: dict[int, dict[str, Any]] = {}
     n_entries = lib.n_graphs * len(queries)
-    n_nodes = lib.n_nodes + (int(graphs.n_nodes) if lib.n_nodes else 0)
     token = uuid.uuid4().hex[:12]  # task keys only: two searches on one cluster never share one
-    with placement.executor(n_entries, context.log, n_nodes) as ex:
+    with placement.executor(n_entries, context.log, lib.nodes(graphs)) as ex:
         q_f = ex.put(queries, key=f"search-queries-{token}")
 
         def submit(i: int) -> Any:

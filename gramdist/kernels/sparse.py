@@ -202,39 +202,31 @@ class SparseFeatures(DerivedCache):
                        owned: bool) -> SparseFeatures:
         """Rows from each graph's (key, value) pairs ``indptr[i]:indptr[i+1]``, unsorted and
         with duplicates: sorted by key (stable), duplicates summed in order, zeros dropped."""
-        n_graphs = len(indptr) - 1
         if len(k) == 0:
-            return cls.empty(n_graphs)
+            return cls.empty(len(indptr) - 1)
         scalar = np.ndim(v) == 0
         k, sv = sort_segments(k, indptr, None if scalar else v, copy=not owned)
         new = np.empty(len(k), dtype=bool)
         new[0] = True
         new[1:] = k[1:] != k[:-1]
         new[indptr[:-1][indptr[:-1] < len(k)]] = True  # a graph's first entry starts a group
-        if not scalar and new.all():  # no duplicates: the sorted arrays are the rows
-            del new
-            nz = sv != 0.0
-            if nz.all():
-                return cls(indptr, k, sv)
-            rows = np.repeat(np.arange(n_graphs, dtype=np.int64), np.diff(indptr))[nz]
-            out_ptr = np.zeros(n_graphs + 1, dtype=np.int64)
-            np.cumsum(np.bincount(rows, minlength=n_graphs), out=out_ptr[1:])
-            return cls(out_ptr, k[nz], sv[nz])
-        starts = np.flatnonzero(new)
-        if scalar:
-            vals = np.diff(np.append(starts, len(k))).astype(np.float64) * float(v)
-        elif len(starts) == len(k):
-            vals = sv
+        starts = None if new.all() else np.flatnonzero(new)
+        del new  # a byte per pair: gone before the values are formed
+        if starts is None:  # no duplicates: the sorted pairs are the rows (no copy of a large graph's)
+            group_ptr = indptr
+            vals = np.full(len(k), float(v)) if scalar else sv
         else:
-            vals = _segment_sum_sequential(sv, starts)
-        rows = np.searchsorted(indptr, starts, side="right") - 1
-        k = k[starts]
+            group_ptr = np.searchsorted(starts, indptr)  # every graph's first entry starts a group
+            if scalar:
+                vals = np.diff(np.append(starts, len(k))).astype(np.float64) * float(v)
+            else:
+                vals = _segment_sum_sequential(sv, starts)
+            k = k[starts]
         nz = vals != 0.0
-        if not nz.all():
-            rows, k, vals = rows[nz], k[nz], vals[nz]
-        out_ptr = np.zeros(n_graphs + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=n_graphs), out=out_ptr[1:])
-        return cls(out_ptr, k, vals)
+        if nz.all():
+            return cls(group_ptr, k, vals)
+        kept = np.concatenate([[0], np.cumsum(nz)])
+        return cls(kept[group_ptr], k[nz], vals[nz])
 
     def scaled(self, factors: np.ndarray) -> SparseFeatures:
         """Each graph's vector multiplied by ``factors[g]`` ((G,) float64)."""
@@ -260,24 +252,23 @@ class RowBuilder:
     def __init__(self, n_graphs: int) -> None:
         self.n_graphs = n_graphs
         self.closed = 0  # every graph below is built
-        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.pending: tuple[list[np.ndarray], ...] = ([], [], [])  # graph, key, value pieces
         self.parts: list[SparseFeatures] = []
 
     def add(self, graph_index: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None:
-        self.pending.append((np.asarray(graph_index, np.int64), np.asarray(keys, np.uint64),
-                             np.asarray(values, np.float64)))
+        for column, piece, dtype in zip(self.pending, (graph_index, keys, values), (np.int64, np.uint64, np.float64)):
+            column.append(np.asarray(piece, dtype))
 
     def close_before(self, graph: int) -> None:
         """Build the rows of every graph below ``graph``: no further piece may name one."""
         graph = min(int(graph), self.n_graphs)
         if graph <= self.closed:
             return
-        g, k, v = (self._column(c) for c in range(3))  # each column's pieces freed as it is joined
-        self.pending.clear()
+        g, k, v = (self._joined(c) for c in range(3))  # each column's pieces freed as it is joined
         done = g < graph
         if not done.all():
             keep = ~done
-            self.pending.append((g[keep], k[keep], v[keep]))
+            self.add(g[keep], k[keep], v[keep])
             g, k, v = g[done], k[done], v[done]
         g -= self.closed
         indptr, k, v, _ = grouped_by_row(g, k, v, graph - self.closed)
@@ -285,26 +276,24 @@ class RowBuilder:
         self.parts.append(SparseFeatures._from_segments(indptr, k, v, owned=True))
         self.closed = graph
 
-    def _column(self, c: int) -> np.ndarray:
-        parts = [q[c] for q in self.pending]
-        for i, q in enumerate(self.pending):
-            self.pending[i] = tuple(None if j == c else a for j, a in enumerate(q))
-        if not parts:
-            return np.zeros(0, (np.int64, np.uint64, np.float64)[c])
-        out = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
-        del parts
+    def _joined(self, c: int) -> np.ndarray:
+        """Column ``c``'s pending pieces as one array of our own (sorted in place later)."""
+        pieces = self.pending[c]
+        out = np.concatenate(pieces) if pieces else np.zeros(0, (np.int64, np.uint64, np.float64)[c])
+        pieces.clear()
         return out
 
     def result(self) -> SparseFeatures:
         """All rows; each built part is dropped as it is copied in (peak: the result and one part)."""
         self.close_before(self.n_graphs)
-        lens = np.concatenate([p.row_lengths for p in self.parts]) if self.parts else np.zeros(self.n_graphs, np.int64)
+        parts, self.parts = self.parts[::-1], []
+        lens = np.concatenate([p.row_lengths for p in parts[::-1]]) if parts else np.zeros(self.n_graphs, np.int64)
         indptr = np.zeros(len(lens) + 1, dtype=np.int64)
         np.cumsum(lens, out=indptr[1:])
         keys, values = np.empty(int(indptr[-1]), np.uint64), np.empty(int(indptr[-1]), np.float64)
         at = 0
-        while self.parts:
-            part = self.parts.pop(0)
+        while parts:
+            part = parts.pop()
             keys[at:at + part.nnz], values[at:at + part.nnz] = part.keys, part.values
             at += part.nnz
             del part
@@ -427,8 +416,9 @@ def sort_segments(keys: np.ndarray, indptr: np.ndarray, values: np.ndarray | Non
     keys); many small segments use one global stable argsort on (segment, key). ``copy=False``
     sorts the given arrays in place where it can (they must be uint64 / float64).
     """
-    keys = np.array(keys, dtype=np.uint64, copy=copy)
-    values = None if values is None else np.array(values, dtype=np.float64, copy=copy)
+    as_array = np.array if copy else np.asarray  # numpy 2's copy=False raises where a cast must copy
+    keys = as_array(keys, dtype=np.uint64)
+    values = None if values is None else as_array(values, dtype=np.float64)
     n_seg = len(indptr) - 1
     if len(keys) == 0 or n_seg == 0:
         return keys, values

@@ -37,7 +37,8 @@ explicit vectors of the largest graphs hold tens of millions of entries (97 mill
 for the largest at h = 3). This is inherent to WLSP's feature space, and why the DM paper
 reports it "> 2 days" there. Memory: each graph's (label, label, distance) counts are hashed
 and reduced as its distance blocks come (:class:`~gramdist.kernels.sparse.RowBuilder`), so
-embedding a graph peaks at about 4× its finished vector, not at every pair's five columns.
+embedding a graph peaks at about 3× its finished vector (5.2 GB for that largest one),
+not at every pair's five columns.
 """
 
 from __future__ import annotations
