@@ -17,8 +17,8 @@ import zarr
 from test_deploy import one_error_line, reference_gram, run_cli, synthetic_job
 from test_faults import finish, start_run, wait_for_chunks
 
+from gramdist.engine.store import GramStore, open_gram, verify
 from gramdist.engine.store import lock as lk
-from gramdist.engine.store import open_gram, verify
 
 
 def test_second_run_on_the_same_store_is_refused_naming_the_first(tmp_path):
@@ -171,8 +171,7 @@ def test_a_writer_stopped_past_its_lease_writes_nothing_more(tmp_path):
         second = run_cli("run", str(job), "--out", str(out), "--quiet", "--set", "cluster.n_workers=0", env=env)
         assert second.returncode == 0, second.stderr[-2000:]
         assert "took over the lock" in second.stderr and "no heartbeat for" in second.stderr
-        files = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
-        records = {name: (out / name / "c" / "0" / "0").read_bytes() for name in ("tiles_done", "tile_checksums")}
+        files = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.rglob("*") if p.is_file()}
         os.killpg(first.pid, signal.SIGCONT)
         code, _, err = finish(first)
     finally:
@@ -182,12 +181,13 @@ def test_a_writer_stopped_past_its_lease_writes_nothing_more(tmp_path):
             pass
     assert code == 2, err[-2000:]
     assert "gramdist: error:" in err and ("lease ran out" in err or "no longer holds the store" in err), err[-2000:]
-    # a chunk write already past its lease check when the process stopped may complete (the
-    # same bits: tiles are deterministic); nothing after it: at most one tile (and its mirror)
-    # changed, and the done-mask and checksums are the second run's, byte for byte
-    changed = [p for p in out.rglob("*") if p.is_file() and files.get(p) != p.stat().st_mtime_ns]
-    assert len(changed) <= 2 and all(p.parent.parent.parent.name == "gram" for p in changed), changed
-    assert {name: (out / name / "c" / "0" / "0").read_bytes() for name in records} == records
+    # a write already past its lease check when the process stopped may complete: one tile (and
+    # its mirror) or one chunk of a vector, the same bits (every value is deterministic); nothing
+    # after it. Every file of the store is the second run's, byte for byte
+    after = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.rglob("*") if p.is_file()}
+    changed = [p for p in after if after[p][0] != files.get(p, (None,))[0]]
+    assert len(changed) <= 2 and all("c" in p.relative_to(out).parts for p in changed), changed
+    assert {p: b for p, (_, b) in after.items()} == {p: b for p, (_, b) in files.items()}
     assert verify(out)["problems"] == []
     assert np.array_equal(open_gram(out)[0], reference_gram(job))
 
@@ -208,3 +208,32 @@ def test_sigterm_and_sighup_release_the_lock_and_the_run_resumes(tmp_path, sig):
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout.splitlines()[-1])["tiles_already_done"] == saved > 0
     assert np.array_equal(open_gram(out)[0], reference_gram(job))
+
+
+def test_a_store_fenced_by_a_lost_lock_refuses_every_write_of_this_process(tmp_path):
+    """The client's own writes (the diagonal, the fitted state, progress, completion, timings,
+    vectors) are fenced as the workers' tiles are: once the lock is another's, each is refused
+    with :class:`LeaseLost` and no file of the store changes."""
+    job = synthetic_job(tmp_path / "fence.yaml", n_graphs=30, tile=10, seed=2)
+    out = tmp_path / "fence.zarr"
+    r = run_cli("run", str(job), "--out", str(out), "--quiet", "--set", "cluster.n_workers=0")
+    assert r.returncode == 0, r.stderr[-2000:]
+    store = GramStore.open(out, mode="r+")
+    diag, _ = store.read_diag()
+    state, indices, mask = store.read_state(), store.fit_indices(), store.done_mask()
+    with lk.StoreLock(out, log=lambda m: None) as mine:
+        store.fence(mine.check)
+        store.record_stats({"fenced_s": 1.0})  # held: written
+        assert store.stats["fenced_s"] == 1.0
+        _holder(out, token="another", host=socket.gethostname(), pid=os.getpid(), epoch=9)  # taken over
+        lk._checked.clear()  # as if RECHECK_SECONDS had passed
+        files = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+        writes = {"stats": lambda: store.record_stats({"fenced_s": 2.0}), "diag": lambda: store.write_diag(diag),
+                  "state": lambda: store.write_state(state, indices), "progress": lambda: store.save_progress(mask),
+                  "complete": store.mark_complete, "finish": store.finish_creation}
+        for name, write in writes.items():
+            with pytest.raises(lk.LeaseLost, match="no longer holds the store"):
+                write()
+                pytest.fail(f"{name} was written by a writer that lost the store")
+        assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == files
+    assert GramStore.open(out).stats["fenced_s"] == 1.0

@@ -320,7 +320,9 @@ def append(store: str | os.PathLike | Location, data: Any = None, *, base: Any =
     t_start = time.perf_counter()
     GramStore.open(location, mode="r+")  # a clear error before a lock file appears beside a store that is not there
     with StoreLock(location, log=context.log) as lock:
-        run = _Append(GramStore.open(location, mode="r+"), base, placement, context, t_start, lock)
+        opened = GramStore.open(location, mode="r+")
+        opened.fence(lock.check)  # from its first write to its last: never after the store is lost
+        run = _Append(opened, base, placement, context, t_start, lock)
         return _append_locked(run, data, abort)
 
 

@@ -312,8 +312,8 @@ def run_feature_plan(plan: FeaturePlan, where: str | Location, placement: Placem
                            if plan.nystroem else "")
                         + f", {ex.n_workers()} workers ({ex.n_threads()} threads); dashboard: {ex.dashboard()}")
             result = compute_features(ex, plan, sink, context)
-    plan.gram.timings["total_s"] = time.perf_counter() - t_start
-    sink.record_timings(plan.gram.timings)
+        plan.gram.timings["total_s"] = time.perf_counter() - t_start
+        sink.record_timings(plan.gram.timings)  # still under the lock: a released store is another writer's
     result.timings = plan.gram.timings
     return result
 

@@ -167,7 +167,7 @@ def _run_locked(plan: GramPlan, lock: Any, placement: Placement, overwrite: bool
         sink = StoreSink(store, plan.gram.checkpoint_seconds, lock)
         result = compute_into_store(ex, plan, sink, context)
     plan.timings["total_s"] = time.perf_counter() - t_start
-    sink.record_timings(plan.timings)
+    sink.record_timings(plan.timings)  # still under the lock: a released store is another writer's
     result.timings = plan.timings
     return result
 

@@ -123,6 +123,8 @@ class StoreSink(_Throttled):
         self.store = store
         self.lock = lock
         lease = None if lock is None else lock.lease()
+        if lock is not None:
+            store.fence(lock.check)  # the diagonal, state, attributes: never after the store is lost
         self.grid = store.grid
         self.mask = store.done_mask()
         self.checksums = store.checksums()  # None for a store begun before them
@@ -252,6 +254,8 @@ class FeatureStoreSink(_Throttled):
         super().__init__(checkpoint_seconds)
         self.store = store
         self.lock = lock
+        if lock is not None:
+            store.fence(lock.check)
         self.mask, self.checksums = store.chunk_mask()
         self.target: ChunkTarget | None = store.chunk_target(None if lock is None else lock.lease())
         self.state_store: Store | None = store

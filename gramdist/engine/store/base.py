@@ -252,6 +252,19 @@ class Store:
         self.location = location
         self.root = root
         self.mode = mode
+        # what this process checks before each of its writes: the lock's ``check`` while a
+        # run holds it (see :meth:`fence`), so a writer that lost the store writes nothing more
+        self._fence: Any = None
+
+    def fence(self, check: Any) -> None:
+        """Check ``check()`` (a :class:`~.lock.StoreLock`'s ``check``: :class:`~.lock.LeaseLost`
+        once the lock was taken over or its lease ran out) before every write through this
+        object: attributes, vectors, the fitted state, progress, completion."""
+        self._fence = check
+
+    def _check_fence(self) -> None:
+        if self._fence is not None:
+            self._fence()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.location)!r})"
@@ -265,6 +278,7 @@ class Store:
         return self.root.attrs.get(name, default)
 
     def _set(self, **values: Any) -> None:
+        self._check_fence()
         self.root.attrs.update(as_jsonable(values))
 
     def attributes(self) -> dict[str, Any]:
@@ -332,6 +346,7 @@ class Store:
 
     # -------------------------------------------------------------- vectors
     def _write_vector(self, name: str, values: np.ndarray) -> None:
+        self._check_fence()
         spec = self.ARRAYS.get(name)
         write_vector(self.root, name, values, spec.dims if spec is not None else None)
         self._record_digest(name, array_digest(np.asarray(values)))
@@ -364,6 +379,7 @@ class Store:
         """Persist the kernel state as arrays + JSON attributes, then mark it complete."""
         from gramdist.engine.store.state import state_digest, write_state_group
 
+        self._check_fence()
         write_state_group(self.root.require_group(STATE), state)
         self._write_vector("fit_indices", np.asarray(fit_indices, dtype=np.int64))
         self._record_digest(STATE, state_digest(state))

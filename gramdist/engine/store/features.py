@@ -232,11 +232,13 @@ class FeatureStore(Store):
 
     def save_progress(self, done: np.ndarray, checksums: np.ndarray) -> None:
         """Save the done-mask, the checksums first (a chunk marked done always has its checksum)."""
+        self._check_fence()
         self.root["chunk_checksums"][...] = checksums
         self.root["chunks_done"][...] = done.astype(np.uint8)
 
     def mark_complete(self) -> bool:
         """Set ``complete`` iff every chunk is done on disk (and, for CSR, write ``indptr`` first)."""
+        self._check_fence()
         done, _ = self.chunk_mask()
         ok = bool(done.all()) and self.state_complete
         if not self.sparse:

@@ -526,6 +526,7 @@ class GramStore(Store):
         return read_checksums(self.root, self.location)
 
     def save_progress(self, mask: np.ndarray, checksums: np.ndarray | None = None) -> None:
+        self._check_fence()
         write_done_mask(self.root, mask, checksums)
 
     def tiles_done(self) -> int:
@@ -533,6 +534,7 @@ class GramStore(Store):
 
     def mark_complete(self) -> bool:
         """Set ``complete`` iff every tile is on disk (done-mask) and the diagonal is stored."""
+        self._check_fence()
         return mark_group_complete(self.root, self.grid)
 
     def is_finished(self) -> bool:

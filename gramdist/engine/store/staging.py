@@ -132,9 +132,11 @@ class Staging:
         return read_checksums(self.group, self.folder)
 
     def save_progress(self, mask: np.ndarray, checksums: np.ndarray | None = None) -> None:
+        self.store._check_fence()
         write_done_mask(self.group, mask, checksums)
 
     def write_diag(self, rows: np.ndarray, cols: np.ndarray | None = None) -> None:
+        self.store._check_fence()
         write_vector(self.group, "diag", rows, GRAM_ARRAYS["diag"].dims)
         if cols is not None:
             write_vector(self.group, "diag_cols", cols, GRAM_ARRAYS["diag_cols"].dims)
@@ -145,6 +147,7 @@ class Staging:
         return rows, rows if self.grid.symmetric else np.asarray(self.group["diag_cols"][...])
 
     def mark_complete(self) -> bool:
+        self.store._check_fence()
         return mark_group_complete(self.group, self.grid)
 
     def tile_target(self, lease: Any = None) -> TileTarget:
@@ -194,6 +197,7 @@ class Staging:
         remove the staging group.
         Returns whether the grown store is complete.
         """
+        self.store._check_fence()
         root, group, grid = self.store.root, self.group, self.grid
         location, name = self.store.location, self.name
         record = dict(root.attrs.get("pending_append") or {})
