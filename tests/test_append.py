@@ -199,9 +199,19 @@ def test_kept_embeddings_spare_the_old_graphs(tmp_path, client, monkeypatch, kee
     every graph at every append and keeps nothing. Either way the bits are the from-scratch
     run's; a damaged kept embedding is embedded again."""
     base, reference = base_and_reference(tmp_path, client, 30, 20, tile=6, keep=keep)
-    counted = count_embedded(monkeypatch)
+    from gramdist.engine import tasks
+
+    counted, nodes = count_embedded(monkeypatch), []
+    placed = []  # the node count the placement weighs: only the graphs embedded, not those read back
+    real_executor = Placement.executor
+    monkeypatch.setattr(Placement, "executor", lambda self, n, log=None, n_nodes=0: (
+        placed.append(n_nodes), real_executor(self, n, log, n_nodes))[1])
+    spy = tasks.embed_task
+    monkeypatch.setattr(tasks, "embed_task", lambda k, s, g: (nodes.append(g.n_nodes), spy(k, s, g))[1])
     append(base, {**new_graphs(50, 30), "limit": 9}, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))  # 30 -> 39: chunk 5 straddles
     assert sum(counted) == (39 if not keep else 9)
+    assert placed == [sum(nodes)] and sum(nodes) > 0
+    monkeypatch.setattr(tasks, "embed_task", spy)
     counted.clear()
     embeddings = base / "embeddings"
     if keep:

@@ -62,7 +62,7 @@ from gramdist.engine import steps
 from gramdist.engine.context import RunContext
 from gramdist.engine.placement import Placement
 from gramdist.engine.plan import GramPlan, kernel_from_spec, plan_gram
-from gramdist.engine.runner import compute_into_store, plan_nodes
+from gramdist.engine.runner import compute_into_store, nodes_to_embed
 from gramdist.engine.sinks import NOTHING_KNOWN, StoreSink, merged
 from gramdist.engine.store import GramStore, Location, StoreLock, as_location, kept_tiles
 from gramdist.engine.store.staging import (
@@ -483,7 +483,7 @@ def _compute(run: _Append, plan: GramPlan, staging: Staging, old_rows: int, adde
 def _run_on(run: _Append, plan: GramPlan, sink: StoreSink, entries: int) -> Any:
     """The steps into ``sink`` on the executor the placement gives for ``entries`` values."""
     t = time.perf_counter()
-    nodes = plan_nodes(plan)
+    nodes = nodes_to_embed(plan, sink.embeddings)  # old chunks kept in the store are read, not embedded
     if run.placement.runs_here(entries, nodes) and not run.placement.names_a_cluster():
         run.context.log(f"gramdist: a small append ({entries:,} Gram entries): computing in this process "
                         "(--workers N for a cluster)")

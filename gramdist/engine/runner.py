@@ -172,6 +172,24 @@ def _run_locked(plan: GramPlan, lock: Any, placement: Placement, overwrite: bool
     return result
 
 
+def nodes_to_embed(plan: GramPlan, embeddings: Any) -> int:
+    """Nodes of the graphs a run embeds: a chunk whose embedding the store keeps for these very
+    graphs (an append's old graphs) is read back, so it weighs nothing in the placement."""
+    if embeddings is None or not plan.kernel.embedding_worth_keeping:
+        return plan_nodes(plan)
+    grid = plan.grid
+    sides = [(plan.cols, grid.col_range, "r" if plan.symmetric else "c", grid.shape[1])]
+    if not plan.symmetric:
+        sides.append((plan.rows, grid.row_range, "r", grid.shape[0]))
+    total = 0
+    for batch, chunk_range, tag, n_chunks in sides:  # the names and checksums ``steps.embed`` gives
+        for c in range(n_chunks):
+            chunk = batch[slice(*chunk_range(c))]
+            if not embeddings.keeps(f"{tag}{c}", chunk.checksum()):
+                total += int(getattr(chunk, "n_nodes", 0))
+    return total
+
+
 def plan_nodes(plan: GramPlan) -> int:
     """Nodes of the graphs a plan embeds (0 when not known: a dataset generated chunk by chunk)."""
     return sum(int(getattr(b, "n_nodes", 0)) for b in ((plan.cols,) if plan.symmetric else (plan.rows, plan.cols)))

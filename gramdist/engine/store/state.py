@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,11 @@ class EmbeddingCache:
     def get(self, name: str, checksum: str) -> Any | None:
         return None if self.read_from is None else read_embedding(self.read_from, name, checksum)
 
+    def keeps(self, name: str, checksum: str) -> bool:
+        """Whether an embedding of these graphs is kept for chunk ``name`` (its attributes
+        only, not its arrays: what a placement decision can afford to ask)."""
+        return self.read_from is not None and kept_embedding_attrs(self.read_from, name).get("checksum") == checksum
+
     def put(self, name: str, emb: Any, checksum: str) -> bool:
         if self.write_to is None:
             return False
@@ -149,6 +155,16 @@ def write_embedding(path: str, name: str, emb: Any, checksum: str, max_bytes: in
                         "none": [k for k, v in values.items() if v is None], "digest": digest_arrays(values),
                         "complete": True})
     return True
+
+
+def kept_embedding_attrs(path: str, name: str) -> dict[str, Any]:
+    """The attributes of chunk ``name``'s kept embedding; {} when none was completely kept."""
+    folder = as_location(path).child(EMBEDDINGS, name)
+    try:
+        attrs = json.loads((folder / "zarr.json").read_text()).get("attributes") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return attrs if isinstance(attrs, dict) and attrs.get("complete") else {}
 
 
 def read_embedding(path: str, name: str, checksum: str) -> Any | None:
