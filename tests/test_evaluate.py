@@ -267,3 +267,28 @@ def test_the_protocol_travels_to_every_fold(tmp_path, monkeypatch):
     assert len(seen) == 3 and all(setup.protocol is protocol for setup in seen)
     assert (res["folds"], res["repeats"], res["inner_folds"], res["c_grid"]) == (3, 1, 2, [1.0])
     assert res["task_reason"] == "detected: integer labels" and evaluate([s])["repeats"] == 10  # Protocol()
+
+
+def test_every_candidate_of_a_grid_is_loaded_once_per_process(tmp_path, monkeypatch):
+    """Each fold reads every candidate store: the five stores of an h = 1..5 grid stay loaded
+    across the folds (a cache of four, as before, reloaded every store at every fold), and one
+    past the memory budget is dropped, least recently used first."""
+    from storeutil import matrix_store
+
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1], 20)
+    x = rng.standard_normal((40, 3)) + y[:, None]
+    stores = [matrix_store(tmp_path / f"h-{h}.zarr", (x @ x.T) * h, y) for h in range(1, 6)]
+    loads = []
+    real = nested_cv.open_gram
+    monkeypatch.setattr(nested_cv, "open_gram", lambda p: (loads.append(p), real(p))[1])
+    nested_cv._load.cache_clear()
+    res = evaluate(stores, Protocol(folds=4, repeats=2, inner_folds=3, c_grid=(0.1, 1.0)), RunOptions())
+    assert res["repeats"] == 2 and sorted(loads) == sorted(stores)
+    monkeypatch.setattr(nested_cv, "GRAM_CACHE_FRACTION", 0.0)  # no room: only the last one stays
+    nested_cv._load.cache_clear()
+    loads.clear()
+    for path in (*stores[:2], stores[0]):
+        nested_cv._load(path)
+    assert loads == [stores[0], stores[1], stores[0]]
+    nested_cv._load.cache_clear()

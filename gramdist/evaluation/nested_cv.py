@@ -51,9 +51,9 @@ import hashlib
 import json
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -88,19 +88,53 @@ def find_stores(paths: list[str], is_store: Callable[[Path], bool] | None = None
     return out
 
 
-@lru_cache(maxsize=4)
-def _load_version(path: str, version: Any) -> np.ndarray:
-    k, _ = open_gram(path)
-    return np.ascontiguousarray(k, dtype=np.float64)
+#: the Grams one process keeps loaded take at most this fraction of its memory available
+#: (with them): every fold reads every candidate store, so a grid's stores (h = 1..5: five)
+#: must all stay, where a cache of a fixed count, smaller than the grid, reloaded each per fold
+GRAM_CACHE_FRACTION = 0.5
+
+
+class _GramCache:
+    """Grams loaded in this process, least recently used dropped first past the byte budget
+    (one is always kept: the one just loaded)."""
+
+    def __init__(self) -> None:
+        self.items: OrderedDict[tuple[str, Any], np.ndarray] = OrderedDict()
+
+    def get(self, path: str, version: Any) -> np.ndarray:
+        key = (path, version)
+        if key in self.items:
+            self.items.move_to_end(key)
+            return self.items[key]
+        k, _ = open_gram(path)
+        gram = self.items[key] = np.ascontiguousarray(k, dtype=np.float64)
+        self._trim()
+        return gram
+
+    def _trim(self) -> None:
+        from gramdist.engine.sinks import available_memory
+
+        held = sum(g.nbytes for g in self.items.values())
+        free = available_memory()
+        budget = GRAM_CACHE_FRACTION * ((free if free is not None else 2**31) + held)
+        while len(self.items) > 1 and held > budget:
+            _, dropped = self.items.popitem(last=False)
+            held -= dropped.nbytes
+
+    def cache_clear(self) -> None:
+        self.items.clear()
+
+
+_GRAMS = _GramCache()
 
 
 def _load(path: str) -> np.ndarray:
     """The store's Gram as float64, loaded once per process for as long as the store is
     unchanged (an append or a rerun makes it load again)."""
-    return _load_version(path, store_version(Location(path)))
+    return _GRAMS.get(path, store_version(Location(path)))
 
 
-_load.cache_clear = _load_version.cache_clear  # type: ignore[attr-defined]
+_load.cache_clear = _GRAMS.cache_clear  # type: ignore[attr-defined]
 
 
 def supervised_graph_ids(stores: list[str]) -> np.ndarray:
