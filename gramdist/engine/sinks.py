@@ -155,8 +155,6 @@ class StoreSink(_Throttled):
             self.checksums[tile] = checksum
 
     def _save(self) -> None:
-        if self.lock is not None:
-            self.lock.check()
         self.mask, self.checksums = merged((self.store.done_mask(), self.store.checksums()),
                                            (self.mask, self.checksums))
         self.store.save_progress(self.mask, self.checksums)
@@ -265,8 +263,6 @@ class FeatureStoreSink(_Throttled):
         self.checksums[i] = np.uint64(result["checksum"])
 
     def _save(self) -> None:
-        if self.lock is not None:
-            self.lock.check()
         self.mask, self.checksums = merged(self.store.chunk_mask(), (self.mask, self.checksums))
         self.store.save_progress(self.mask, self.checksums)
 
