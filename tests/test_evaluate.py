@@ -292,3 +292,29 @@ def test_every_candidate_of_a_grid_is_loaded_once_per_process(tmp_path, monkeypa
         nested_cv._load(path)
     assert loads == [stores[0], stores[1], stores[0]]
     nested_cv._load.cache_clear()
+
+
+def test_a_raw_gram_at_a_large_c_is_announced_before_the_folds(tmp_path, monkeypatch, capsys):
+    """libsvm crawls on raw Grams at large C (467 s per fit on NCI1 WL-edge at C = 100): the
+    command says so, once, naming the store; a normalised store or a small C says nothing."""
+    from gramdist.cli import main
+    from gramdist.evaluation import conditioning
+
+    monkeypatch.setattr(conditioning, "SLOW_MIN_GRAPHS", 10)  # the real bound is 500 graphs
+    y, good, _ = informative_and_noise(n=40)
+    raw = make_store(tmp_path / "raw.zarr", good * 100.0, y)  # median K(g, g) about 200
+    from storeutil import matrix_store
+
+    d = np.sqrt(np.diag(good))
+    cosine = matrix_store(tmp_path / "cos.zarr", good / np.outer(d, d), y,
+                          attrs={"dataset_checksum": "same", "normalize": True}, diag=(np.diag(good) * 100.0, None))
+
+    def note(*args):
+        capsys.readouterr()
+        assert main(["evaluate", *args, "--folds", "2", "--repeats", "1", "--inner-folds", "2", "--workers", "0"]) == 0
+        return [line for line in capsys.readouterr().err.splitlines() if "libsvm can take minutes" in line]
+
+    lines = note(raw, "--c-max", "2")
+    assert len(lines) == 1 and "raw.zarr" in lines[0] and "C reaches 100" in lines[0]
+    assert note(raw, "--c-min", "-3", "--c-max", "0") == []  # 1 x 200 stays under the bound
+    assert note(cosine, "--c-max", "7") == []  # the raw diagonal is large, but the Gram is normalised

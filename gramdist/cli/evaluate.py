@@ -11,6 +11,8 @@ evaluation protocol (:mod:`gramdist.evaluation.protocols`); the explicit flags (
 ``--refit JOB`` evaluates a job instead of stores, with the kernel's state refitted on every
 outer training part (:mod:`gramdist.evaluation.refit`). ``--out DIR`` saves each outer fold's
 result there, so that an interrupted evaluation, rerun, computes only the folds it lacks.
+Before the folds, a raw Gram whose grid reaches a C at which libsvm crawls is named in a note
+(:mod:`gramdist.evaluation.conditioning`).
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         require_matplotlib()  # before minutes of CV, not after
     evaluate, inputs, options = _evaluation(args, proto)
+    _warn_slow_fits(args, proto)
     from gramdist.engine.executor import DaskExecutor
     from gramdist.engine.placement import Placement
     from gramdist.jobs import ClusterSpec
@@ -271,6 +274,21 @@ def _feature_holdout(args: argparse.Namespace) -> int:
                  else f"accuracy {t['accuracy']:.2f} %")
         print(f"test {t['name']}: {score} on {t['graphs']} graphs")
     return 0
+
+
+def _warn_slow_fits(args: argparse.Namespace, proto: Any) -> None:
+    """Say so before the folds when libsvm will crawl on a raw Gram at the grid's largest C
+    (see :mod:`gramdist.evaluation.conditioning`); ``--combine`` normalises, features use no libsvm."""
+    if args.refit or args.combine or _feature_stores(args.stores):
+        return
+    import sys
+
+    from gramdist.evaluation.conditioning import slow_fit_warning
+    from gramdist.evaluation.nested_cv import find_stores
+
+    warning = slow_fit_warning(find_stores(args.stores), proto.c_grid)
+    if warning:
+        print(f"gramdist: note: {warning}", file=sys.stderr)
 
 
 def _gram_learner(args: argparse.Namespace) -> str:
