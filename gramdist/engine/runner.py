@@ -177,17 +177,8 @@ def nodes_to_embed(plan: GramPlan, embeddings: Any) -> int:
     graphs (an append's old graphs) is read back, so it weighs nothing in the placement."""
     if embeddings is None or not plan.kernel.embedding_worth_keeping:
         return plan_nodes(plan)
-    grid = plan.grid
-    sides = [(plan.cols, grid.col_range, "r" if plan.symmetric else "c", grid.shape[1])]
-    if not plan.symmetric:
-        sides.append((plan.rows, grid.row_range, "r", grid.shape[0]))
-    total = 0
-    for batch, chunk_range, tag, n_chunks in sides:  # the names and checksums ``steps.embed`` gives
-        for c in range(n_chunks):
-            chunk = batch[slice(*chunk_range(c))]
-            if not embeddings.keeps(f"{tag}{c}", chunk.checksum()):
-                total += int(getattr(chunk, "n_nodes", 0))
-    return total
+    return sum(int(getattr(chunk, "n_nodes", 0)) for tag, chunk in steps.embedded_chunks(plan)
+               if not embeddings.keeps(tag, chunk.checksum()))
 
 
 def plan_nodes(plan: GramPlan) -> int:

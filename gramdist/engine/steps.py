@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -209,6 +210,22 @@ class _Embedder:
         return fut
 
 
+def chunk_tag(side: str, index: int, symmetric: bool) -> str:
+    """The name of a chunk's embedding task and of its kept embedding in a store: ``r{i}`` for
+    row chunks (and the column chunks of a symmetric Gram, which are the same), ``c{j}``."""
+    return f"r{index}" if side == "r" or symmetric else f"c{index}"
+
+
+def embedded_chunks(plan: GramPlan) -> Iterator[tuple[str, GraphBatch]]:
+    """Every chunk of graphs ``plan`` embeds, with its :func:`chunk_tag`."""
+    grid = plan.grid
+    for c in range(grid.shape[1]):
+        yield chunk_tag("c", c, plan.symmetric), plan.cols[slice(*grid.col_range(c))]
+    if not plan.symmetric:
+        for r in range(grid.shape[0]):
+            yield chunk_tag("r", r, False), plan.rows[slice(*grid.row_range(r))]
+
+
 def embed(ex: Executor, plan: GramPlan, state_f: Any, sink: Any, todo: list[tuple[int, int]], token: str,
           cache: ColumnCache | None = None) -> Embedded:
     """Submit the embeddings of every chunk a tile in ``todo`` needs (every chunk when the
@@ -223,10 +240,10 @@ def embed(ex: Executor, plan: GramPlan, state_f: Any, sink: Any, todo: list[tupl
     emb = _Embedder(ex, plan, state_f, sink, token, cache)
     started = time.perf_counter()
     if grid.symmetric:
-        rows = cols = {i: emb.column(i, f"r{i}") for i in sorted(row_needed | col_needed)}
+        rows = cols = {i: emb.column(i, chunk_tag("r", i, True)) for i in sorted(row_needed | col_needed)}
     else:
-        rows = {i: emb.submit(plan.rows, grid.row_range(i), f"r{i}") for i in sorted(row_needed)}
-        cols = {j: emb.column(j, f"c{j}") for j in sorted(col_needed)}
+        rows = {i: emb.submit(plan.rows, grid.row_range(i), chunk_tag("r", i, False)) for i in sorted(row_needed)}
+        cols = {j: emb.column(j, chunk_tag("c", j, False)) for j in sorted(col_needed)}
     out = Embedded(rows, cols, {}, [], Counter(), started)
     if need_diag:
         out.diag = {(side, c): emb.diag(side, c, embs[c]) for side, embs in out.sides(grid.symmetric)
