@@ -281,11 +281,46 @@ def read_tu(folder: str | Path, name: str | None = None) -> GraphBatch:
         raise DatasetError(f"{folder}: dataset folder not found")
     name = name or _infer_name(folder)
     f = _Folder(folder, name)
+    ind = _graph_indicator(f)
+    n, n_graphs = len(ind), int(ind[-1])
+    node_offsets = _offsets(ind - 1, n_graphs)
+    y = f.read("graph_labels", "int", 1)[:, 0]
+    f.check_lines("graph_labels", len(y), n_graphs, f"one per graph, {n_graphs} graphs in "
+                  f"{f.fname('graph_indicator')}")
+    per_node = f"one per node, {n} lines in {f.fname('graph_indicator')}"
+    node_labels, node_attrs = _columns(f, ("node_labels", "node_attributes"), n, per_node)
+    src, dst = _edge_ends(f, ind)
+    m = len(src)
+    edge_labels, edge_attrs = _columns(f, ("edge_labels", "edge_attributes"), m,
+                                       f"one per line of {f.fname('A')}, which has {m}")
+    if m == 0:
+        edge_attrs = None  # no edges: the attribute width is unknown
 
-    # graph indicator: node i -> graph id, 1..G non-decreasing without gaps
+    # One undirected edge per (lo, hi), first line wins. Node ids are contiguous per graph,
+    # so sorting by the key lo * n + hi also groups the edges by graph.
+    lo, hi = np.minimum(src, dst), np.maximum(src, dst)
+    _, first = np.unique(lo * n + hi, return_index=True)
+    lo, hi = lo[first], hi[first]
+    edge_graph = ind[lo] - 1
+    shift = node_offsets[edge_graph]
+    return GraphBatch(
+        node_offsets=node_offsets,
+        edge_offsets=_offsets(edge_graph, n_graphs),
+        edges=np.stack([lo - shift, hi - shift], axis=1).astype(np.int32),
+        node_labels=node_labels,
+        node_attrs=node_attrs,
+        edge_labels=None if edge_labels is None else edge_labels[first],
+        edge_attrs=None if edge_attrs is None else edge_attrs[first],
+        y=y,
+        graph_ids=np.arange(1, n_graphs + 1, dtype=np.int64),
+        name=name,
+    )
+
+
+def _graph_indicator(f: _Folder) -> np.ndarray:
+    """(N,) graph id of each node, checked: 1..G, non-decreasing, without gaps."""
     ind = f.read("graph_indicator", "int", 1)[:, 0]
-    n = len(ind)
-    if n == 0:
+    if len(ind) == 0:
         raise DatasetError(f"{f.fname('graph_indicator')}: empty dataset (no nodes)")
     if ind[0] != 1:
         raise DatasetError(f"{f.fname('graph_indicator')} line 1: graph id {ind[0]}, ids must start at 1")
@@ -297,76 +332,47 @@ def read_tu(folder: str | Path, name: str | None = None) -> GraphBatch:
             f"{f.fname('graph_indicator')} line {i + 2}: graph id {ind[i + 1]} after {ind[i]}: "
             "ids must be non-decreasing and contiguous 1..G"
         )
-    n_graphs = int(ind[-1])
-    graph_of_node = ind - 1
-    node_offsets = np.zeros(n_graphs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(graph_of_node, minlength=n_graphs), out=node_offsets[1:])
+    return ind
 
-    y = f.read("graph_labels", "int", 1)[:, 0]
-    f.check_lines("graph_labels", len(y), n_graphs, f"one per graph, {n_graphs} graphs in "
-                  f"{f.fname('graph_indicator')}")
 
-    node_labels = node_attrs = None
-    per_node = f"one per node, {n} lines in {f.fname('graph_indicator')}"
-    if f.exists("node_labels"):
-        node_labels = f.read("node_labels", "int", 1)[:, 0]
-        f.check_lines("node_labels", len(node_labels), n, per_node)
-    if f.exists("node_attributes"):
-        node_attrs = f.read("node_attributes", "float", None)
-        f.check_lines("node_attributes", len(node_attrs), n, per_node)
-        f.check_finite("node_attributes", node_attrs)
+def _offsets(graph_of: np.ndarray, n_graphs: int) -> np.ndarray:
+    """(G + 1,) offsets of items sorted by graph, from each item's 0-based graph."""
+    offsets = np.zeros(n_graphs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(graph_of, minlength=n_graphs), out=offsets[1:])
+    return offsets
 
-    # edges
+
+def _columns(f: _Folder, files: tuple[str, str], count: int, expected: str
+             ) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The optional ``(labels, attributes)`` files of the nodes or of the edges, each of
+    ``count`` lines (``expected`` says why, in the error), attributes finite."""
+    labels_file, attrs_file = files
+    labels = attrs = None
+    if f.exists(labels_file):
+        labels = f.read(labels_file, "int", 1)[:, 0]
+        f.check_lines(labels_file, len(labels), count, expected)
+    if f.exists(attrs_file):
+        attrs = f.read(attrs_file, "float", None)
+        f.check_lines(attrs_file, len(attrs), count, expected)
+        f.check_finite(attrs_file, attrs)
+    return labels, attrs
+
+
+def _edge_ends(f: _Folder, ind: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """0-based ``(src, dst)`` of each line of ``NAME_A.txt``, checked: ids in range, both ends
+    in one graph."""
+    n = len(ind)
     a = f.read("A", "int", 2)
-    m = len(a)
     bad = np.flatnonzero((a < 1) | (a > n))
     if len(bad):
         i = int(bad[0])
-        raise DatasetError(
-            f"{f.fname('A')} line {i // 2 + 1}: node id {a.flat[i]} out of range 1..{n}"
-        )
-    src = a[:, 0] - 1
-    dst = a[:, 1] - 1
-    bad = np.flatnonzero(graph_of_node[src] != graph_of_node[dst])
+        raise DatasetError(f"{f.fname('A')} line {i // 2 + 1}: node id {a.flat[i]} out of range 1..{n}")
+    src, dst = a[:, 0] - 1, a[:, 1] - 1
+    bad = np.flatnonzero(ind[src] != ind[dst])
     if len(bad):
         i = int(bad[0])
         raise DatasetError(
             f"{f.fname('A')} line {i + 1}: edge ({a[i, 0]}, {a[i, 1]}) joins graph "
             f"{ind[src[i]]} and graph {ind[dst[i]]}"
         )
-    edge_labels = edge_attrs = None
-    per_edge = f"one per line of {f.fname('A')}, which has {m}"
-    if f.exists("edge_labels"):
-        edge_labels = f.read("edge_labels", "int", 1)[:, 0]
-        f.check_lines("edge_labels", len(edge_labels), m, per_edge)
-    if f.exists("edge_attributes"):
-        edge_attrs = f.read("edge_attributes", "float", None)
-        f.check_lines("edge_attributes", len(edge_attrs), m, per_edge)
-        f.check_finite("edge_attributes", edge_attrs)
-        if m == 0:
-            edge_attrs = None  # no edges: the attribute width is unknown
-
-    # One undirected edge per (lo, hi), first line wins. Node ids are contiguous per graph,
-    # so sorting by the key lo * n + hi also groups the edges by graph.
-    lo = np.minimum(src, dst)
-    hi = np.maximum(src, dst)
-    _, first = np.unique(lo * n + hi, return_index=True)
-    lo, hi = lo[first], hi[first]
-    edge_graph = graph_of_node[lo]
-    edge_offsets = np.zeros(n_graphs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(edge_graph, minlength=n_graphs), out=edge_offsets[1:])
-    shift = node_offsets[edge_graph]
-    edges = np.stack([lo - shift, hi - shift], axis=1).astype(np.int32)
-
-    return GraphBatch(
-        node_offsets=node_offsets,
-        edge_offsets=edge_offsets,
-        edges=edges,
-        node_labels=node_labels,
-        node_attrs=node_attrs,
-        edge_labels=None if edge_labels is None else edge_labels[first],
-        edge_attrs=None if edge_attrs is None else edge_attrs[first],
-        y=y,
-        graph_ids=np.arange(1, n_graphs + 1, dtype=np.int64),
-        name=name,
-    )
+    return src, dst
