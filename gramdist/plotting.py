@@ -113,17 +113,11 @@ def plot_store(store: str | os.PathLike, out: str | os.PathLike | None = None, *
     the PSD check of :func:`psd_summary` on the graphs shown.
     """
     plt = require_matplotlib()
-    from matplotlib import colors
-
     data = load_for_plot(store, max_graphs, seed)
     out = Path(out) if out else Path(str(store).rstrip("/\\")).with_suffix(".png")
     gram = data["gram"]
     row_order, continuous = display_order(data["row_labels"], len(data["rows"]))
     col_order = row_order if data["symmetric"] else display_order(data["col_labels"], len(data["cols"]))[0]
-    k = gram[np.ix_(row_order, col_order)]
-    y_r = None if data["row_labels"] is None else data["row_labels"][row_order]
-    y_c = None if data["col_labels"] is None else data["col_labels"][col_order]
-
     fig = plt.figure(figsize=(17, 6.2), layout="constrained")
     grid = fig.add_gridspec(1, 3, width_ratios=[1.25, 1, 1])
     ax_k, ax_s, ax_d = (fig.add_subplot(grid[0, i]) for i in range(3))
@@ -132,85 +126,100 @@ def plot_store(store: str | os.PathLike, out: str | os.PathLike | None = None, *
     sample = "" if (len(data["rows"]), len(data["cols"])) == (n_r, n_c) else f", a random {shown} of them"
     fig.suptitle(f"{Path(str(store)).name}: {_kernel_text(data['kernel'])}, {n_r} x {n_c} graphs{sample}"
                  f"{', cosine-normalised' if data['normalize'] else ''}", fontsize=14)
-
-    # heatmap
-    # colours span the 1st..99th percentile: a few extreme entries (the unit diagonal of a
-    # normalised Gram) would otherwise flatten the contrast of everything else
-    vmin, vmax = (float(v) for v in np.percentile(k, [1, 99]))
-    if vmax <= vmin:
-        vmin, vmax = float(np.min(k)), float(np.max(k)) + 1e-12
-    im = ax_k.imshow(k, cmap="viridis", interpolation="antialiased", aspect="auto",
-                     norm=colors.Normalize(vmin=vmin, vmax=vmax))
-    fig.colorbar(im, ax=ax_k, shrink=0.85, extend="both", label="K(g, g')  (1st to 99th percentile)")
-    title = "Gram matrix"
-    if y_r is not None and not continuous:
-        title += ", graphs grouped by class"
-        _class_ticks(ax_k, y_r, axis="y")
-        _class_ticks(ax_k, y_c if y_c is not None else y_r, axis="x")
-    elif continuous:
-        title += f", graphs sorted by target ({y_r.min():.3g} → {y_r.max():.3g})"
-        ax_k.set_xlabel("graphs, by target" if data["symmetric"] else "training graphs, by target")
-        ax_k.set_ylabel("graphs, by target" if data["symmetric"] else "test graphs, by target")
-    else:
-        ax_k.set_xlabel("graph" if data["symmetric"] else "training graph")
-        ax_k.set_ylabel("graph" if data["symmetric"] else "test graph")
-    if y_r is None or continuous:
-        from matplotlib.ticker import MaxNLocator
-
-        ax_k.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax_k.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax_k.set_title(title, fontsize=12)
-
+    y_r = None if data["row_labels"] is None else data["row_labels"][row_order]
+    y_c = None if data["col_labels"] is None else data["col_labels"][col_order]
+    _draw_heatmap(fig, ax_k, gram[np.ix_(row_order, col_order)], (y_r, y_c), data["symmetric"], continuous)
     summary: dict[str, Any] = {"out": str(out), "graphs_shown": shown, "shape": [n_r, n_c]}
-    # spectrum
-    if data["symmetric"]:
-        ev = spectrum(gram)
-        psd = psd_summary(ev)
-        summary |= psd
-        idx = np.arange(1, len(ev) + 1)
-        pos = ev > 0
-        ax_s.semilogy(idx[pos], ev[pos], ".", ms=3, color="tab:blue", label="λ > 0")
-        if (~pos).any():
-            ax_s.semilogy(idx[~pos], -ev[~pos], ".", ms=4, color="tab:red", label="|λ| of λ ≤ 0")
-        ax_s.set_xlabel("eigenvalue index (largest first)")
-        ax_s.set_ylabel("eigenvalue (log scale)")
-        verdict = "PSD up to rounding" if psd["psd"] else "NOT PSD"
-        ax_s.set_title(f"Eigenvalue spectrum: min λ = {psd['min_eigenvalue']:.3g} ({verdict})", fontsize=12)
-        ax_s.legend(loc="upper right")
-    else:
-        sv = np.linalg.svd(gram, compute_uv=False)
-        ax_s.semilogy(np.arange(1, len(sv) + 1), np.maximum(sv, np.finfo(float).tiny), ".", ms=3)
-        from matplotlib.ticker import MaxNLocator
-
-        ax_s.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax_s.set_xlabel("index (largest first)")
-        ax_s.set_ylabel("singular value (log scale)")
-        ax_s.set_title("Singular values of K(test, train)\n(eigenvalues need a square Gram)", fontsize=12)
-    ax_s.grid(True, which="major", alpha=0.3)
-
-    # diagonal (raw self-similarities), in the heatmap's order
-    d_r = data["row_diag"][row_order]
-    if y_r is not None and not continuous:
-        for c in np.unique(y_r):
-            sel = np.flatnonzero(y_r == c)
-            ax_d.plot(sel, d_r[sel], ".", ms=3, label=f"class {c}")
-        if len(np.unique(y_r)) <= MAX_CLASS_TICKS:
-            ax_d.legend(loc="best", markerscale=3)
-    else:
-        ax_d.plot(np.arange(len(d_r)), d_r, ".", ms=3, color="tab:blue", label="rows" if not data["symmetric"] else None)
-        if not data["symmetric"]:
-            d_c = data["col_diag"][col_order]
-            ax_d.plot(np.arange(len(d_c)), d_c, ".", ms=3, color="tab:orange", label="columns (training graphs)")
-            ax_d.legend(loc="best", markerscale=3)
-    ax_d.set_xlabel("graph, in the heatmap's order")
-    ax_d.set_ylabel("K(g, g) before normalisation")
-    ax_d.set_title("Diagonal: each graph's self-similarity", fontsize=12)
-    ax_d.grid(True, alpha=0.3)
+    summary |= _draw_spectrum(ax_s, gram, data["symmetric"])
+    y_d = None if continuous else y_r
+    _draw_diagonal(ax_d, data["row_diag"][row_order], None if data["symmetric"] else data["col_diag"][col_order], y_d)
     for ax in (ax_k, ax_s, ax_d):
         ax.tick_params(labelsize=10)
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return summary
+
+
+def _draw_heatmap(fig: Any, ax: Any, k: np.ndarray, labels: tuple[np.ndarray | None, np.ndarray | None],
+                  symmetric: bool, continuous: bool) -> None:
+    """The Gram ``k`` (rows and columns in display order), grouped by class or sorted by target."""
+    from matplotlib import colors
+    from matplotlib.ticker import MaxNLocator
+
+    y_r, y_c = labels
+    # colours span the 1st..99th percentile: a few extreme entries (the unit diagonal of a
+    # normalised Gram) would otherwise flatten the contrast of everything else
+    vmin, vmax = (float(v) for v in np.percentile(k, [1, 99]))
+    if vmax <= vmin:
+        vmin, vmax = float(np.min(k)), float(np.max(k)) + 1e-12
+    im = ax.imshow(k, cmap="viridis", interpolation="antialiased", aspect="auto",
+                   norm=colors.Normalize(vmin=vmin, vmax=vmax))
+    fig.colorbar(im, ax=ax, shrink=0.85, extend="both", label="K(g, g')  (1st to 99th percentile)")
+    title = "Gram matrix"
+    if y_r is not None and not continuous:
+        title += ", graphs grouped by class"
+        _class_ticks(ax, y_r, axis="y")
+        _class_ticks(ax, y_c if y_c is not None else y_r, axis="x")
+    elif continuous:
+        title += f", graphs sorted by target ({y_r.min():.3g} → {y_r.max():.3g})"
+        ax.set_xlabel("graphs, by target" if symmetric else "training graphs, by target")
+        ax.set_ylabel("graphs, by target" if symmetric else "test graphs, by target")
+    else:
+        ax.set_xlabel("graph" if symmetric else "training graph")
+        ax.set_ylabel("graph" if symmetric else "test graph")
+    if y_r is None or continuous:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(title, fontsize=12)
+
+
+def _draw_spectrum(ax: Any, gram: np.ndarray, symmetric: bool) -> dict[str, Any]:
+    """Eigenvalues of a square Gram (returns :func:`psd_summary`'s check), else the singular
+    values of K(test, train) (returns nothing)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.grid(True, which="major", alpha=0.3)
+    if not symmetric:
+        sv = np.linalg.svd(gram, compute_uv=False)
+        ax.semilogy(np.arange(1, len(sv) + 1), np.maximum(sv, np.finfo(float).tiny), ".", ms=3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("index (largest first)")
+        ax.set_ylabel("singular value (log scale)")
+        ax.set_title("Singular values of K(test, train)\n(eigenvalues need a square Gram)", fontsize=12)
+        return {}
+    ev = spectrum(gram)
+    psd = psd_summary(ev)
+    idx = np.arange(1, len(ev) + 1)
+    pos = ev > 0
+    ax.semilogy(idx[pos], ev[pos], ".", ms=3, color="tab:blue", label="λ > 0")
+    if (~pos).any():
+        ax.semilogy(idx[~pos], -ev[~pos], ".", ms=4, color="tab:red", label="|λ| of λ ≤ 0")
+    ax.set_xlabel("eigenvalue index (largest first)")
+    ax.set_ylabel("eigenvalue (log scale)")
+    verdict = "PSD up to rounding" if psd["psd"] else "NOT PSD"
+    ax.set_title(f"Eigenvalue spectrum: min λ = {psd['min_eigenvalue']:.3g} ({verdict})", fontsize=12)
+    ax.legend(loc="upper right")
+    return psd
+
+
+def _draw_diagonal(ax: Any, d_r: np.ndarray, d_c: np.ndarray | None, y: np.ndarray | None) -> None:
+    """Raw self-similarities in the heatmap's order: by class when ``y`` (class labels) is
+    given, else rows (and the columns ``d_c`` of a rectangular store)."""
+    if y is not None:
+        for c in np.unique(y):
+            sel = np.flatnonzero(y == c)
+            ax.plot(sel, d_r[sel], ".", ms=3, label=f"class {c}")
+        if len(np.unique(y)) <= MAX_CLASS_TICKS:
+            ax.legend(loc="best", markerscale=3)
+    else:
+        ax.plot(np.arange(len(d_r)), d_r, ".", ms=3, color="tab:blue", label="rows" if d_c is not None else None)
+        if d_c is not None:
+            ax.plot(np.arange(len(d_c)), d_c, ".", ms=3, color="tab:orange", label="columns (training graphs)")
+            ax.legend(loc="best", markerscale=3)
+    ax.set_xlabel("graph, in the heatmap's order")
+    ax.set_ylabel("K(g, g) before normalisation")
+    ax.set_title("Diagonal: each graph's self-similarity", fontsize=12)
+    ax.grid(True, alpha=0.3)
 
 
 def _class_ticks(ax: Any, y: np.ndarray, axis: str) -> None:
@@ -224,7 +233,9 @@ def _class_ticks(ax: Any, y: np.ndarray, axis: str) -> None:
         (ax.set_ylabel if axis == "y" else ax.set_xlabel)(f"graphs, by class ({len(classes)} classes)")
         return
     centres = starts + counts / 2 - 0.5
-    names = [f"class {c}\n({n})" if axis == "y" else f"class {c} ({n})" for c, n in zip(classes, counts)]
+    # one line each under the heatmap only while they fit side by side (ENZYMES' six collided)
+    two_lines = axis == "y" or len(classes) > 3
+    names = [f"class {c}\n({n})" if two_lines else f"class {c} ({n})" for c, n in zip(classes, counts)]
     (ax.set_yticks if axis == "y" else ax.set_xticks)(centres, names)
     (ax.set_ylabel if axis == "y" else ax.set_xlabel)("graphs, by class (count)")
 
