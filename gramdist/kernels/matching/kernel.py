@@ -466,42 +466,8 @@ class AdaptiveMatchingKernel(GraphKernel):
         scale = dvec[off].mean(axis=0) if len(S) > 1 else np.ones(m)
         scale = np.where(scale > 0, scale, 1.0)
         scaled = dvec / scale
-        if self.nca == "none":
-            A = np.eye(m)
-            attrs["nca"] = {"mode": "none", "labelled_graphs": 0}
-        else:
-            if S.y is None:
-                raise JobError("kernel matching: NCA needs class labels (graphs.y) in the fit sample; "
-                               "set nca: none to run without labels")
-            sel = np.arange(len(S))
-            if self.nca_graph_ids is not None:
-                sel = np.flatnonzero(np.isin(S.graph_ids, np.asarray(self.nca_graph_ids, dtype=np.int64)))
-            y = np.asarray(S.y)[sel]
-            if len(sel) < 2 or len(np.unique(y)) < 2:
-                raise JobError(f"kernel matching: NCA needs at least 2 labelled graphs of 2 classes in the "
-                               f"representation set, got {len(sel)} graph(s) of {len(np.unique(y))} class(es)")
-            pairs = np.ascontiguousarray(scaled[np.ix_(sel, sel)])
-            mode = self.nca
-            lambdas = self.lambdas if mode == "full" else [0.0]
-            scores = None
-            if len(lambdas) > 1:
-                lam, scores = nca_mod.select_lambda(pairs, y, lambdas, mode, self.nca_cv_folds,
-                                                    self.nca_max_iter, seed)
-            else:
-                lam = lambdas[0]
-            res = nca_mod.fit_nca(pairs, y, mode, lam, self.nca_max_iter, seed)
-            A = res.A
-            attrs["nca"] = {
-                "mode": mode, "lambda": lam, "lambda_grid": lambdas, "lambda_cv_scores": scores,
-                "objective_initial": res.objective_initial, "objective_final": res.objective_final,
-                "iterations": res.n_iter, "converged": res.converged,
-                "labelled_graphs": int(len(sel)),
-                "labelled_graph_ids": "all of the representation set" if self.nca_graph_ids is None
-                else "nca_graph_ids",
-                "decomposition_weights": [float(x) for x in np.linalg.norm(A, axis=0)],
-            }
-            # the evaluate contract: graphs whose labels the fit used are never tested
-            attrs["supervised_graph_ids"] = [int(g) for g in np.asarray(S.graph_ids)[sel]]
+        A, learned = self._learn_metric(S, scaled, seed)
+        attrs |= learned
         A = A / scale[None, :]
         # A constant factor on the kernel is absorbed by the SVM's C, but it decides which C
         # are useful: scale A so that over S the proximity coordinates have unit variance on
@@ -524,14 +490,45 @@ class AdaptiveMatchingKernel(GraphKernel):
         arrays["rep.key"] = np.array([graph_key(S[i:i + 1]) for i in range(len(S))], dtype=np.uint64)
         arrays["rep.capped"] = capped_rep.astype(np.int64)
         if self.elementary_kernel == "rbf":
-            if self.gamma is None:
-                phi = arrays["rep.phi"]
-                sq = ((phi[:, None, :] - phi[None, :, :]) ** 2).sum(-1)
-                med = float(np.median(sq[np.triu_indices(len(phi), 1)]))
-                attrs["gamma"] = 1.0 / med if med > 0 else 1.0
-            else:
-                attrs["gamma"] = float(self.gamma)
+            attrs["gamma"] = _median_gamma(arrays["rep.phi"]) if self.gamma is None else float(self.gamma)
         return KernelState(arrays=arrays, attrs=attrs)
+
+    def _learn_metric(self, S: GraphBatch, scaled: np.ndarray, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
+        """``(A, attrs)``: the (m, m) combination of the decompositions learned by NCA on the
+        labelled graphs of the representation set ``S`` from their scaled distance vectors
+        (|S|, |S|, m), or the identity under ``nca: none``; ``attrs`` record how."""
+        m = scaled.shape[2]
+        if self.nca == "none":
+            return np.eye(m), {"nca": {"mode": "none", "labelled_graphs": 0}}
+        if S.y is None:
+            raise JobError("kernel matching: NCA needs class labels (graphs.y) in the fit sample; "
+                           "set nca: none to run without labels")
+        sel = np.arange(len(S))
+        if self.nca_graph_ids is not None:
+            sel = np.flatnonzero(np.isin(S.graph_ids, np.asarray(self.nca_graph_ids, dtype=np.int64)))
+        y = np.asarray(S.y)[sel]
+        if len(sel) < 2 or len(np.unique(y)) < 2:
+            raise JobError(f"kernel matching: NCA needs at least 2 labelled graphs of 2 classes in the "
+                           f"representation set, got {len(sel)} graph(s) of {len(np.unique(y))} class(es)")
+        pairs = np.ascontiguousarray(scaled[np.ix_(sel, sel)])
+        mode = self.nca
+        lambdas = self.lambdas if mode == "full" else [0.0]
+        scores = None
+        if len(lambdas) > 1:
+            lam, scores = nca_mod.select_lambda(pairs, y, lambdas, mode, self.nca_cv_folds, self.nca_max_iter, seed)
+        else:
+            lam = lambdas[0]
+        res = nca_mod.fit_nca(pairs, y, mode, lam, self.nca_max_iter, seed)
+        nca = {
+            "mode": mode, "lambda": lam, "lambda_grid": lambdas, "lambda_cv_scores": scores,
+            "objective_initial": res.objective_initial, "objective_final": res.objective_final,
+            "iterations": res.n_iter, "converged": res.converged,
+            "labelled_graphs": int(len(sel)),
+            "labelled_graph_ids": "all of the representation set" if self.nca_graph_ids is None else "nca_graph_ids",
+            "decomposition_weights": [float(x) for x in np.linalg.norm(res.A, axis=0)],
+        }
+        # the evaluate contract: graphs whose labels the fit used are never tested
+        return res.A, {"nca": nca, "supervised_graph_ids": [int(g) for g in np.asarray(S.graph_ids)[sel]]}
 
     def _rep(self, state: KernelState) -> RepresentationSet:
         return RepresentationSet.from_arrays(state.arrays, self.lengths, self.heights)
@@ -627,3 +624,11 @@ def _cap_note(cap: int | None, roots: int, graphs: str) -> str:
 
 
 __all__ = ["AdaptiveMatchingKernel", "ProximityEmbedding", "RepresentationSet", "graph_key"]
+
+
+def _median_gamma(phi: np.ndarray) -> float:
+    """The RBF width 1 / median of the squared distances between the proximity vectors (|S|, m)
+    of distinct graphs of the representation set (1 when they all coincide)."""
+    sq = ((phi[:, None, :] - phi[None, :, :]) ** 2).sum(-1)
+    med = float(np.median(sq[np.triu_indices(len(phi), 1)]))
+    return 1.0 / med if med > 0 else 1.0
