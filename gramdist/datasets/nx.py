@@ -16,6 +16,7 @@ graphs' ``nodes``/``edges`` views. Conventions:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any
 
@@ -74,48 +75,11 @@ def from_networkx(
     graphs = list(graphs)
     if not graphs:
         raise DatasetError("from_networkx: no graphs given")
-    src: list[int] = []
-    dst: list[int] = []
-    n_nodes, n_arcs = [], []
-    nl_raw, na_raw, el_raw, ea_raw = [], [], [], []
-    for gi, g in enumerate(graphs):
-        index = {v: i for i, v in enumerate(g.nodes)}
-        n_nodes.append(len(index))
-        # a comprehension, not list(): list() first asks the view's len, one more walk of the edges
-        edge_data = [e for e in g.edges(data=True)]  # noqa: C416
-        n_arcs.append(len(edge_data))
-        src.extend(index[u] for u, _, _ in edge_data)
-        dst.extend(index[v] for _, v, _ in edge_data)
-        # the message's repr() only on a miss: these loops run over every node and edge
-        if node_label is not None:
-            nl_raw.extend(_node_values(g, node_label, gi))
-        if node_attr is not None:
-            na_raw.append(_node_values(g, node_attr, gi))
-        if edge_label is not None:
-            el_raw.extend(_edge_values(edge_data, edge_label, gi))
-        if edge_attr is not None:
-            ea_raw.append(_edge_values(edge_data, edge_attr, gi))
-
-    if isinstance(y, str):
-        y = [_get(g.graph, y, f"graph {gi}") for gi, g in enumerate(graphs)]
-    if y is not None:
-        y = _graph_labels(y)
-        if len(y) != len(graphs):
-            raise DatasetError(f"from_networkx: {len(y)} labels in y for {len(graphs)} graphs")
-    # canonical order, over all graphs at once: each {u, v} once (its first occurrence), sorted
-    # by (u, v) within each graph; a global key (graph, min, max) sorts graph by graph
-    node_offsets = np.zeros(len(graphs) + 1, dtype=np.int64)
-    np.cumsum(n_nodes, out=node_offsets[1:])
-    arc_graph = np.repeat(np.arange(len(graphs), dtype=np.int64), n_arcs)
-    u, v = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-    shift = node_offsets[:-1][arc_graph]
-    lo, hi = np.minimum(u, v) + shift, np.maximum(u, v) + shift
-    _, keep = np.unique(lo * max(1, int(node_offsets[-1])) + hi, return_index=True)
-    edge_graph = arc_graph[keep]
-    edge_offsets = np.zeros(len(graphs) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(edge_graph, minlength=len(graphs)), out=edge_offsets[1:])
-    edges = np.stack([lo[keep], hi[keep]], axis=1) - node_offsets[:-1][edge_graph][:, None]
+    raw = _Collected.of(graphs, (node_label, node_attr, edge_label, edge_attr))
+    labels = _graph_labels_of(graphs, y)
+    node_offsets, edge_offsets, edges, keep = _canonical_edges(raw)
     n_edges = np.diff(edge_offsets).tolist()
+    ea_raw = raw.ea
     if ea_raw:
         flat = [a for vals in ea_raw for a in vals]
         kept = [flat[k] for k in keep.tolist()]
@@ -124,14 +88,83 @@ def from_networkx(
         node_offsets=node_offsets,
         edge_offsets=edge_offsets,
         edges=edges,
-        node_labels=None if node_label is None else _encode([nl_raw], "node label", codes)[0],
-        node_attrs=None if node_attr is None else _stack(_floats(na_raw, n_nodes, "node attribute")),
-        edge_labels=None if edge_label is None else _encode([[el_raw[k] for k in keep.tolist()]], "edge label",
+        node_labels=None if node_label is None else _encode([raw.nl], "node label", codes)[0],
+        node_attrs=None if node_attr is None else _stack(_floats(raw.na, raw.n_nodes, "node attribute")),
+        edge_labels=None if edge_label is None else _encode([[raw.el[k] for k in keep.tolist()]], "edge label",
                                                             codes)[0],
         edge_attrs=None if edge_attr is None else _stack(_floats(ea_raw, n_edges, "edge attribute")),
-        y=y,
+        y=labels,
         name=name,
     )
+
+
+@dataclass
+class _Collected:
+    """Every graph's nodes, arcs (edges as NetworkX lists them, duplicates included) and the
+    requested raw values: node labels and edge labels flat, attributes one list per graph."""
+
+    n_nodes: list[int] = field(default_factory=list)
+    n_arcs: list[int] = field(default_factory=list)
+    src: list[int] = field(default_factory=list)
+    dst: list[int] = field(default_factory=list)
+    nl: list = field(default_factory=list)
+    na: list = field(default_factory=list)
+    el: list = field(default_factory=list)
+    ea: list = field(default_factory=list)
+
+    @classmethod
+    def of(cls, graphs: list, keys: tuple[str | None, ...]) -> _Collected:
+        node_label, node_attr, edge_label, edge_attr = keys
+        out = cls()
+        for gi, g in enumerate(graphs):
+            index = {v: i for i, v in enumerate(g.nodes)}
+            out.n_nodes.append(len(index))
+            # a comprehension, not list(): list() first asks the view's len, one more walk of the edges
+            edge_data = [e for e in g.edges(data=True)]  # noqa: C416
+            out.n_arcs.append(len(edge_data))
+            out.src.extend(index[u] for u, _, _ in edge_data)
+            out.dst.extend(index[v] for _, v, _ in edge_data)
+            # the message's repr() only on a miss: these loops run over every node and edge
+            if node_label is not None:
+                out.nl.extend(_node_values(g, node_label, gi))
+            if node_attr is not None:
+                out.na.append(_node_values(g, node_attr, gi))
+            if edge_label is not None:
+                out.el.extend(_edge_values(edge_data, edge_label, gi))
+            if edge_attr is not None:
+                out.ea.append(_edge_values(edge_data, edge_attr, gi))
+        return out
+
+
+def _canonical_edges(raw: _Collected) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(node_offsets, edge_offsets, edges, keep)``: each {u, v} once (its first arc, whose
+    index ``keep`` gives), sorted by (u, v) within each graph. One global key (graph, min, max)
+    orders all graphs at once."""
+    n_graphs = len(raw.n_nodes)
+    node_offsets = np.zeros(n_graphs + 1, dtype=np.int64)
+    np.cumsum(raw.n_nodes, out=node_offsets[1:])
+    arc_graph = np.repeat(np.arange(n_graphs, dtype=np.int64), raw.n_arcs)
+    u, v = np.asarray(raw.src, dtype=np.int64), np.asarray(raw.dst, dtype=np.int64)
+    shift = node_offsets[:-1][arc_graph]
+    lo, hi = np.minimum(u, v) + shift, np.maximum(u, v) + shift
+    _, keep = np.unique(lo * max(1, int(node_offsets[-1])) + hi, return_index=True)
+    edge_graph = arc_graph[keep]
+    edge_offsets = np.zeros(n_graphs + 1, dtype=np.int64)
+    np.cumsum(np.bincount(edge_graph, minlength=n_graphs), out=edge_offsets[1:])
+    edges = np.stack([lo[keep], hi[keep]], axis=1) - node_offsets[:-1][edge_graph][:, None]
+    return node_offsets, edge_offsets, edges, keep
+
+
+def _graph_labels_of(graphs: list, y: str | Sequence | np.ndarray | None) -> np.ndarray | None:
+    """Class labels from a key of each ``G.graph`` or given one per graph (or None)."""
+    if isinstance(y, str):
+        y = [_get(g.graph, y, f"graph {gi}") for gi, g in enumerate(graphs)]
+    if y is None:
+        return None
+    y = _graph_labels(y)
+    if len(y) != len(graphs):
+        raise DatasetError(f"from_networkx: {len(y)} labels in y for {len(graphs)} graphs")
+    return y
 
 
 def _node_values(g, key: str, gi: int) -> list:
