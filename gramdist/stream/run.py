@@ -93,7 +93,14 @@ def validate_stream_job(job: Any) -> dict[str, Any]:
     from gramdist.jobs import Job
 
     job = job.to_dict() | {"_job_name": job.name} if isinstance(job, Job) else copy.deepcopy(job)
-    stream = job.get("stream")
+    job["stream"] = _validate_stream(job.get("stream"))
+    job["learner"] = _validate_learner(job.get("learner") or {})
+    _validate_kernel(job.get("kernel"))
+    return job
+
+
+def _validate_stream(stream: Any) -> dict[str, Any]:
+    """The ``stream`` section with its defaults, checked."""
     if not isinstance(stream, dict):
         raise JobError("stream job: section 'stream' must be a mapping with 'segments'")
     for key in stream:
@@ -103,27 +110,7 @@ def validate_stream_job(job: Any) -> dict[str, Any]:
     segs = stream["segments"]
     if not isinstance(segs, list) or not segs:
         raise JobError("stream.segments must be a non-empty list of {dataset: ..., label_rule: ...}")
-    clean = []
-    for i, seg in enumerate(segs):
-        if isinstance(seg, str):
-            seg = {"dataset": seg}
-        if not isinstance(seg, dict):
-            raise JobError(f"stream.segments[{i}] must be a mapping or a dataset name")
-        for key in seg:
-            if key not in SEGMENT_KEYS:
-                raise JobError(f"stream.segments[{i}]: unknown key {key!r}; allowed: {', '.join(SEGMENT_KEYS)}")
-        if "dataset" not in seg or not isinstance(seg["dataset"], (str, dict)):
-            raise JobError(f"stream.segments[{i}].dataset must be a dataset name or mapping")
-        rule = seg.get("label_rule", "identity")
-        if rule not in ("identity", "flip"):
-            raise JobError(f"stream.segments[{i}].label_rule must be identity or flip, got {rule!r}")
-        if seg.get("positive") is not None and not _is_int(seg["positive"]):
-            raise JobError(f"stream.segments[{i}].positive must be an integer class label")
-        if seg.get("limit") is not None and not (_is_int(seg["limit"]) and seg["limit"] >= 1):
-            raise JobError(f"stream.segments[{i}].limit must be a positive integer or null")
-        clean.append({"dataset": seg["dataset"], "label_rule": rule, "positive": seg.get("positive"),
-                      "limit": seg.get("limit")})
-    stream["segments"] = clean
+    stream["segments"] = [_validate_segment(i, seg) for i, seg in enumerate(segs)]
     for key in ("chunk_size", "window", "sample_every"):
         if not (_is_int(stream[key]) and stream[key] >= 1):
             raise JobError(f"stream.{key} must be a positive integer, got {stream[key]!r}")
@@ -136,9 +123,32 @@ def validate_stream_job(job: Any) -> dict[str, Any]:
     for key in ("normalize", "dask"):
         if not isinstance(stream[key], bool):
             raise JobError(f"stream.{key} must be true or false, got {stream[key]!r}")
-    job["stream"] = stream
+    return stream
 
-    learner = job.get("learner") or {}
+
+def _validate_segment(i: int, seg: Any) -> dict[str, Any]:
+    """Segment ``i`` of ``stream.segments`` (a dataset name or a mapping) as a full mapping."""
+    if isinstance(seg, str):
+        seg = {"dataset": seg}
+    if not isinstance(seg, dict):
+        raise JobError(f"stream.segments[{i}] must be a mapping or a dataset name")
+    for key in seg:
+        if key not in SEGMENT_KEYS:
+            raise JobError(f"stream.segments[{i}]: unknown key {key!r}; allowed: {', '.join(SEGMENT_KEYS)}")
+    if "dataset" not in seg or not isinstance(seg["dataset"], (str, dict)):
+        raise JobError(f"stream.segments[{i}].dataset must be a dataset name or mapping")
+    rule = seg.get("label_rule", "identity")
+    if rule not in ("identity", "flip"):
+        raise JobError(f"stream.segments[{i}].label_rule must be identity or flip, got {rule!r}")
+    if seg.get("positive") is not None and not _is_int(seg["positive"]):
+        raise JobError(f"stream.segments[{i}].positive must be an integer class label")
+    if seg.get("limit") is not None and not (_is_int(seg["limit"]) and seg["limit"] >= 1):
+        raise JobError(f"stream.segments[{i}].limit must be a positive integer or null")
+    return {"dataset": seg["dataset"], "label_rule": rule, "positive": seg.get("positive"), "limit": seg.get("limit")}
+
+
+def _validate_learner(learner: Any) -> dict[str, Any]:
+    """The ``learner`` section with its defaults (the model's default policy), checked."""
     if not isinstance(learner, dict):
         raise JobError("learner must be a mapping")
     for key in learner:
@@ -166,9 +176,11 @@ def validate_stream_job(job: Any) -> dict[str, Any]:
             raise JobError(f"learner.sigma must be a positive integer or null, got {learner['sigma']!r}")
     if not _is_int(learner["seed"]):
         raise JobError(f"learner.seed must be an integer, got {learner['seed']!r}")
-    job["learner"] = learner
+    return learner
 
-    kernel = job.get("kernel")
+
+def _validate_kernel(kernel: Any) -> None:
+    """The ``kernel`` section names an explicit-feature kernel whose parameters are valid."""
     if not isinstance(kernel, dict) or "name" not in kernel:
         raise JobError("stream job: section 'kernel' must name a kernel (kernel.name)")
     if kernel["name"] not in EXPLICIT_KERNELS:
@@ -177,7 +189,6 @@ def validate_stream_job(job: Any) -> dict[str, Any]:
     from gramdist.kernels import make_kernel
 
     make_kernel(kernel["name"], **{k: v for k, v in kernel.items() if k != "name"})  # raises JobError
-    return job
 
 
 def build(job: dict[str, Any]):
