@@ -373,30 +373,10 @@ def _product_block(side_a: _Side, side_b: _Side, da: np.ndarray, db: np.ndarray,
     meet its own graphs' nodes, so its arithmetic ignores the rest of the group.
     """
     kind, lam, p, tol, max_iter = series.kind, series.lam, series.p, series.tol, series.max_iter
-    sides = [side_a, side_b]
-    na, nb = side_a.n_graphs, side_b.n_graphs
-    labels = sorted(set(side_a.bounds) & set(side_b.bounds))
-    # the label-pair / edge-label triples with edges on both sides, in sorted order
-    steps_of = {l1: [(l2, el) for (x1, l2, el) in sorted(side_a.blocks) if x1 == l1
-                     and (l1, l2, el) in side_b.blocks] for l1 in labels}
-
-    def size(o: int, lab: int) -> tuple[int, int]:
-        i0, i1 = sides[o].bounds[lab]
-        j0, j1 = sides[1 - o].bounds[lab]
-        return i1 - i0, j1 - j0
-
-    def pair_sums(x: dict, o: int) -> np.ndarray:
-        total = np.zeros((nb, na) if o == 0 else (na, nb))  # (graphs of 1-o, graphs of o)
-        for lab in labels:
-            ind_o = sides[o].ind[lab]
-            rows = np.zeros((ind_o.shape[0], x[lab].shape[1]))
-            _spmm_add(ind_o, x[lab], rows)                        # sums over side o's nodes
-            _spmm_add(sides[1 - o].ind[lab], np.ascontiguousarray(rows.T), total)
-        return total.T if o == 0 else total
-
-    x = {lab: np.ones(size(0, lab)) for lab in labels}
+    blocks = _LabelBlocks.of(side_a, side_b)
+    x = {lab: np.ones(blocks.size(0, lab)) for lab in blocks.labels}
     o = 0
-    total = pair_sums(x, o)
+    total = blocks.pair_sums(x, o)
     if kind == "p_step" and p == 0:
         return total, 0
     r = lam * da[:, None].astype(np.float64) * db[None, :].astype(np.float64)
@@ -405,39 +385,82 @@ def _product_block(side_a: _Side, side_b: _Side, da: np.ndarray, db: np.ndarray,
     t = 0
     while True:
         t += 1
-        coef = lam if kind != "exponential" else lam / t
-        y = {}
-        for lab in labels:
-            acc = np.zeros(size(1 - o, lab))
-            for l2, el in steps_of[lab]:
-                left = sides[o].blocks[(lab, l2, el)]
-                z = np.zeros((left.shape[0], x[l2].shape[1]))
-                _spmm_add(left, x[l2], z)                                       # A_o[l, l'] X_l'
-                _spmm_add(sides[1 - o].blocks[(lab, l2, el)], np.ascontiguousarray(z.T), acc)  # += A_1-o[l, l'] (.)^T
-            acc *= coef
-            y[lab] = acc
+        x = blocks.step(x, o, lam if kind != "exponential" else lam / t)
         o = 1 - o
-        x = y
-        term = pair_sums(x, o)
+        term = blocks.pair_sums(x, o)
         total = total + term
         if kind == "p_step":
             if t == p:
                 return total, t
             continue
-        if kind == "geometric":
-            with np.errstate(divide="ignore", invalid="ignore"):
-                bound = term * (r / (1.0 - r))
-        else:
-            q = r / (t + 1)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                bound = np.where(q <= 0.5, term * (q / (1.0 - q)), np.inf)
-        stop = ~done & (bound <= tol * total)
+        stop = ~done & (_tail_bound(kind, term, r, t) <= tol * total)
         result[stop] = total[stop]
         done |= stop
         if done.all():
             return result, t
         if t >= max_iter:
             raise RuntimeError(f"random walk series did not reach tol={tol} in max_iter={max_iter} steps")
+
+
+def _tail_bound(kind: str, term: np.ndarray, r: np.ndarray, t: int) -> np.ndarray:
+    """A bound on what the terms after step ``t`` add to each pair's sum: a geometric tail
+    with ratio ``r`` (λ times the degree bounds), or, for the exponential series, the same
+    with ratio r / (t + 1) where it is at most 1/2 (infinite elsewhere: keep going)."""
+    if kind == "geometric":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return term * (r / (1.0 - r))
+    q = r / (t + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(q <= 0.5, term * (q / (1.0 - q)), np.inf)
+
+
+@dataclass
+class _LabelBlocks:
+    """The two sides' label blocks as :func:`_product_block` walks them: the labels both have,
+    and for each label the (label, edge label) steps with edges on both sides, sorted."""
+
+    sides: list[_Side]
+    labels: list[int]
+    steps_of: dict[int, list[tuple[int, int]]]
+
+    @classmethod
+    def of(cls, side_a: _Side, side_b: _Side) -> _LabelBlocks:
+        labels = sorted(set(side_a.bounds) & set(side_b.bounds))
+        steps_of = {l1: [(l2, el) for (x1, l2, el) in sorted(side_a.blocks) if x1 == l1
+                         and (l1, l2, el) in side_b.blocks] for l1 in labels}
+        return cls([side_a, side_b], labels, steps_of)
+
+    def size(self, o: int, lab: int) -> tuple[int, int]:
+        """Shape of label ``lab``'s block in orientation ``o`` (side o's nodes, the other's)."""
+        i0, i1 = self.sides[o].bounds[lab]
+        j0, j1 = self.sides[1 - o].bounds[lab]
+        return i1 - i0, j1 - j0
+
+    def pair_sums(self, x: dict, o: int) -> np.ndarray:
+        """(graphs of side a, graphs of side b): each pair's sum over its nodes of blocks ``x``."""
+        na, nb = self.sides[0].n_graphs, self.sides[1].n_graphs
+        total = np.zeros((nb, na) if o == 0 else (na, nb))  # (graphs of 1-o, graphs of o)
+        for lab in self.labels:
+            ind_o = self.sides[o].ind[lab]
+            rows = np.zeros((ind_o.shape[0], x[lab].shape[1]))
+            _spmm_add(ind_o, x[lab], rows)                        # sums over side o's nodes
+            _spmm_add(self.sides[1 - o].ind[lab], np.ascontiguousarray(rows.T), total)
+        return total.T if o == 0 else total
+
+    def step(self, x: dict, o: int, coef: float) -> dict:
+        """One walk step ``coef · sum_l' A[l, l'] X_l' A'[l', l]`` of blocks in orientation
+        ``o``; the result is in orientation ``1 - o``."""
+        y = {}
+        for lab in self.labels:
+            acc = np.zeros(self.size(1 - o, lab))
+            for l2, el in self.steps_of[lab]:
+                left = self.sides[o].blocks[(lab, l2, el)]
+                z = np.zeros((left.shape[0], x[l2].shape[1]))
+                _spmm_add(left, x[l2], z)                                       # A_o[l, l'] X_l'
+                _spmm_add(self.sides[1 - o].blocks[(lab, l2, el)], np.ascontiguousarray(z.T), acc)  # += A_1-o[l, l'] (.)^T
+            acc *= coef
+            y[lab] = acc
+        return y
 
 
 def _indicator(offsets: np.ndarray) -> sp.csr_matrix:
