@@ -476,51 +476,64 @@ def set_distances_to_many(
     if len(idx) == 0:
         return out
     if name in ASSIGNMENT_BASED:
-        raw = _RAW[name]
-        reduce_zero = metric and name in ("matching", "tanimoto")
-        if not reduce_zero:
-            Xa = D[np.repeat(np.arange(D.shape[0]), wa)]       # instance rows of A, once
-        for s in idx:
-            n_s = int(B.sizes[s])
-            if reduce_zero:
-                total = _matching_raw_reduced(D, wa, B.types[B.indptr[s]:B.indptr[s + 1]],
-                                              B.counts[B.indptr[s]:B.indptr[s + 1]])
-            else:
-                total = raw(Xa[:, B.expanded(s)])
-            if name == "tanimoto":
-                out[s] = 4.0 * total / (m + n_s + 2.0 * total)
-            elif normalize:
-                out[s] = total / max(m, n_s)
-            else:
-                out[s] = total
-        return out
+        out[idx] = _assignments_to_many(name, D, wa, B, idx, (normalize, metric))
+    else:
+        out[idx] = _linkages_to_many(name, D, wa, B, normalize)
+    return out
+
+
+def _assignments_to_many(name: str, D: np.ndarray, wa: np.ndarray, B: ManySets, idx: np.ndarray,
+                         flags: tuple[bool, bool]) -> np.ndarray:
+    """An assignment-based set distance from ``A`` to each non-empty ``B_s`` of ``idx``, one
+    assignment problem each; ``flags`` = (normalize, metric) of :func:`set_distances_to_many`."""
+    normalize, metric = flags
+    m = int(wa.sum())
+    raw = _RAW[name]
+    reduce_zero = metric and name in ("matching", "tanimoto")
+    if not reduce_zero:
+        Xa = D[np.repeat(np.arange(D.shape[0]), wa)]       # instance rows of A, once
+    out = np.empty(len(idx), dtype=np.float64)
+    for i, s in enumerate(idx):
+        n_s = int(B.sizes[s])
+        if reduce_zero:
+            total = _matching_raw_reduced(D, wa, B.types[B.indptr[s]:B.indptr[s + 1]],
+                                          B.counts[B.indptr[s]:B.indptr[s + 1]])
+        else:
+            total = raw(Xa[:, B.expanded(s)])
+        if name == "tanimoto":
+            out[i] = 4.0 * total / (m + n_s + 2.0 * total)
+        elif normalize:
+            out[i] = total / max(m, n_s)
+        else:
+            out[i] = total
+    return out
+
+
+def _linkages_to_many(name: str, D: np.ndarray, wa: np.ndarray, B: ManySets, normalize: bool) -> np.ndarray:
+    """A linkage-type set distance from ``A`` to every non-empty ``B_s`` at once (segment
+    reductions over the entries of ``B``)."""
+    m = int(wa.sum())
     starts, n = B.starts, B.n
     fa = wa.astype(np.float64)
     if name == "average":
         colsum = (fa @ D)[B.types]                             # Σ_a wa d(a, b) per entry
-        out[idx] = np.add.reduceat(colsum * B.fcounts, starts) / (m * n)
-        return out
+        return np.add.reduceat(colsum * B.fcounts, starts) / (m * n)
     colmin = D.min(axis=0)[B.types]                            # (E,): min_a d(a, b)
     if name == "complete":
-        out[idx] = np.maximum.reduceat(D.max(axis=0)[B.types], starts)
-        return out
+        return np.maximum.reduceat(D.max(axis=0)[B.types], starts)
     if name == "single":
-        out[idx] = np.minimum.reduceat(colmin, starts)
-        return out
+        return np.minimum.reduceat(colmin, starts)
     rowmin = np.minimum.reduceat(D[:, B.types], starts, axis=1)  # (ta, p'): min_b d(a, b) per B_s
     if name == "hausdorff":
-        out[idx] = np.maximum(rowmin.max(axis=0), np.maximum.reduceat(colmin, starts))
-        return out
+        return np.maximum(rowmin.max(axis=0), np.maximum.reduceat(colmin, starts))
     to_b = fa @ rowmin                                         # Σ_a min_b d
     to_a = np.add.reduceat(colmin * B.fcounts, starts)         # Σ_b min_a d
     if name == "smd":
-        out[idx] = (to_b + to_a) / (m + n) if normalize else 0.5 * (to_b + to_a)
-        return out
+        return (to_b + to_a) / (m + n) if normalize else 0.5 * (to_b + to_a)
     if name == "ribl":
         big = np.maximum(m, n)
-        out[idx] = np.where(m > n, (to_a + M_BOUND * (m - n)) / big,
-                            np.where(n > m, (to_b + M_BOUND * (n - m)) / big, (to_a + to_b) / (2.0 * m)))
-        return out
+        return np.where(m > n, (to_a + M_BOUND * (m - n)) / big,
+                        np.where(n > m, (to_b + M_BOUND * (n - m)) / big, (to_a + to_b) / (2.0 * m)))
     raise AssertionError(name)
 
 
