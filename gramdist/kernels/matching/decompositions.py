@@ -297,17 +297,9 @@ def unfold(graphs: GraphBatch, max_level: int, cap: int | None = None, seed: int
             path = np.concatenate([path[f], u[:, None]], axis=1)
             last_vertex, prev_edge, target = u, prev_edge[f], np.zeros(0, np.int64)
         if cap is not None and len(new.elem):
-            counts = np.bincount(new.root, minlength=n)
-            over = counts > cap
+            over = np.bincount(new.root, minlength=n) > cap
             if over.any():
-                cand = np.flatnonzero(over[new.root])
-                order = cand[np.lexsort((new_key[cand], new.root[cand]))]
-                r_sorted = new.root[order]
-                first = np.searchsorted(r_sorted, r_sorted, side="left")
-                drop = order[(np.arange(len(order)) - first) >= cap]
-                keep_mask = np.ones(len(new.elem), bool)
-                keep_mask[drop] = False
-                sel = np.flatnonzero(keep_mask)
+                sel = _capped_selection(new.root, new_key, over, cap)
                 new = Level(elem=new.elem[sel], parent=new.parent[sel], root=new.root[sel])
                 new_key = new_key[sel]
                 path, last_vertex, prev_edge = path[sel], last_vertex[sel], prev_edge[sel]
@@ -319,6 +311,19 @@ def unfold(graphs: GraphBatch, max_level: int, cap: int | None = None, seed: int
 
     capped_roots = np.bincount(node_graph[capped], minlength=graphs.n_graphs).astype(np.int64)
     return Unfolding(levels=levels, capped_roots=capped_roots, node_graph=node_graph)
+
+
+def _capped_selection(roots: np.ndarray, keys: np.ndarray, over: np.ndarray, cap: int) -> np.ndarray:
+    """Indices of the prefixes a level keeps: all of a root within its cap; of a root ``over``
+    it, the ``cap`` with the smallest seeded keys (a random choice that does not depend on the
+    batch the root's graph is in)."""
+    cand = np.flatnonzero(over[roots])
+    order = cand[np.lexsort((keys[cand], roots[cand]))]
+    r_sorted = roots[order]
+    first = np.searchsorted(r_sorted, r_sorted, side="left")
+    keep = np.ones(len(roots), bool)
+    keep[order[(np.arange(len(order)) - first) >= cap]] = False
+    return np.flatnonzero(keep)
 
 
 # --------------------------------------------------------------------------- walks
