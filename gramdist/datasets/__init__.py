@@ -86,24 +86,8 @@ def load_dataset(spec: str | Path | Mapping, *, recorded: bool = False) -> Graph
         The data cannot be found or read, or ``node_attributes`` names a column the data
         does not have.
     """
-    if isinstance(spec, Path):
-        spec = {"path": str(spec)}
-    elif isinstance(spec, str):
-        spec = {"name": spec}
-    elif not isinstance(spec, Mapping):
-        raise JobError(f"dataset: expected a name or a mapping, got {type(spec).__name__}")
-    unknown = [k for k in spec if k not in _KEYS]
-    if unknown:
-        raise JobError(f"dataset: unknown key {unknown[0]!r} (allowed: {', '.join(_KEYS)})")
-    sources = [k for k in _SOURCES if k in spec]
-    if len(sources) != 1:
-        raise JobError(f"dataset: give exactly one of {', '.join(_SOURCES)} (got {', '.join(sources) or 'none'})")
-    source = sources[0]
+    spec, source = _checked_spec(spec)
     value = spec[source]
-    misplaced = [k for k in _MOLECULE_KEYS if k in spec and source not in ("smiles", "sdf")]
-    if misplaced:
-        raise JobError(f"dataset.{misplaced[0]}: only for molecules (dataset.smiles or dataset.sdf)")
-
     if recorded and is_url(value):  # like a name, never downloaded for a spec read from a store
         raise DatasetError(f"{value}: a source recorded in a store is not fetched from a URL (a store is data, not "
                            "configuration); give the store's graphs with gramdist append --base")
@@ -122,7 +106,32 @@ def load_dataset(spec: str | Path | Mapping, *, recorded: bool = False) -> Graph
         batch = _molecules(spec, source)
     else:
         batch = _synthetic(value)
+    return _select_node_attributes(_skip_and_limit(batch, spec), spec.get("node_attributes", "all"))
 
+
+def _checked_spec(spec: str | Path | Mapping) -> tuple[Mapping, str]:
+    """``(spec as a mapping, its one source key)``: a name or a path made a mapping, unknown
+    keys, not exactly one source and molecule options without molecules refused."""
+    if isinstance(spec, Path):
+        spec = {"path": str(spec)}
+    elif isinstance(spec, str):
+        spec = {"name": spec}
+    elif not isinstance(spec, Mapping):
+        raise JobError(f"dataset: expected a name or a mapping, got {type(spec).__name__}")
+    unknown = [k for k in spec if k not in _KEYS]
+    if unknown:
+        raise JobError(f"dataset: unknown key {unknown[0]!r} (allowed: {', '.join(_KEYS)})")
+    sources = [k for k in _SOURCES if k in spec]
+    if len(sources) != 1:
+        raise JobError(f"dataset: give exactly one of {', '.join(_SOURCES)} (got {', '.join(sources) or 'none'})")
+    misplaced = [k for k in _MOLECULE_KEYS if k in spec and sources[0] not in ("smiles", "sdf")]
+    if misplaced:
+        raise JobError(f"dataset.{misplaced[0]}: only for molecules (dataset.smiles or dataset.sdf)")
+    return spec, sources[0]
+
+
+def _skip_and_limit(batch: GraphBatch, spec: Mapping) -> GraphBatch:
+    """The graphs after the first ``dataset.skip``, at most ``dataset.limit`` of them."""
     skip = spec.get("skip")
     if skip is not None:
         if isinstance(skip, bool) or not isinstance(skip, int) or skip < 0:
@@ -133,7 +142,7 @@ def load_dataset(spec: str | Path | Mapping, *, recorded: bool = False) -> Graph
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise JobError(f"dataset.limit: expected a positive integer, got {limit!r}")
         batch = batch[:limit]
-    return _select_node_attributes(batch, spec.get("node_attributes", "all"))
+    return batch
 
 
 def _local(value: str | Path) -> Path:
