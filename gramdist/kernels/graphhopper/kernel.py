@@ -108,23 +108,46 @@ def _flat_counts(level: np.ndarray, node: np.ndarray, indptr: np.ndarray,
     block's sources ``j`` of ``σ_j(v)·des_j(v, b - a)``, ``a = d(j, v)``.
     """
     reach = np.flatnonzero(level >= 0)
-    n_r = len(reach)
-    if n_r == 0:
+    if len(reach) == 0:
         z = np.zeros(0, np.int64)
         return z, z, np.zeros(0)
     # compact ids of the reachable pairs, ordered by level (stable): each level is a range
     by_level = reach[np.argsort(level[reach], kind="stable")]
-    lev = level[by_level]
-    vv = node[by_level]
-    depth = int(lev[-1])
-    width = depth + 1
-    bound = np.searchsorted(lev, np.arange(width + 1))  # level k holds ids bound[k]:bound[k+1]
-    compact = np.full(len(level), -1, dtype=np.int64)
-    compact[by_level] = np.arange(n_r)
-    # shortest-path DAG arcs (j, v) -> (j, w): w a neighbour of v one level further from j;
+    lev, vv = level[by_level], node[by_level]
+    bound = np.searchsorted(lev, np.arange(int(lev[-1]) + 2))  # level k holds ids bound[k]:bound[k+1]
+    mats = _level_arcs(by_level, vv, len(level), bound, (indptr, nbrs))
+    sigma, des = _paths_through(mats, bound)
+    # Σ over the sources of σ_j(v)·des_j(v, ·), grouped by (v, a = level): one sparse product
+    # (rows: the distinct (node, level) of the block, columns: its pairs) with the dense des
+    width = len(bound) - 1
+    v0 = int(vv.min())
+    key = (vv - v0) * width + lev
+    present = np.zeros((int(vv.max()) - v0 + 1) * width, dtype=bool)
+    present[key] = True
+    uniq = np.flatnonzero(present)  # distinct (node, level), sorted
+    rank = np.cumsum(present) - 1
+    s_mat = sp.csr_matrix((sigma, (rank[key], np.arange(len(by_level)))), shape=(len(uniq), len(by_level)))
+    r = np.asarray(s_mat @ des)  # (distinct (v, a), width): column l = paths continuing l edges
+    ri, length = np.nonzero(r)
+    a = uniq[ri] % width
+    v = uniq[ri] // width + v0
+    return v, tri(a, a + length), r[ri, length]
+
+
+def _level_arcs(by_level: np.ndarray, vv: np.ndarray, n_pairs: int, bound: np.ndarray,
+                arcs: tuple[np.ndarray, np.ndarray]) -> list[sp.csr_matrix]:
+    """The shortest-path DAG of a block, one sparse matrix per level: ``A_k[p, c] = 1`` for the
+    arcs (j, v) -> (j, w) from level k to level k + 1 (w a neighbour of v one level further from
+    j), rows and columns the compact ids of :func:`_flat_counts` (``by_level``: the pair of
+    each compact id, ``vv`` its node; ``bound``: the levels' id ranges)."""
+    indptr, nbrs = arcs
+    depth = len(bound) - 2
+    compact = np.full(n_pairs, -1, dtype=np.int64)
+    compact[by_level] = np.arange(len(by_level))
+    lev = np.repeat(np.arange(depth + 1), np.diff(bound))
     # parents come out sorted (by id, so by level), children grouped under their parent
     deg = indptr[vv + 1] - indptr[vv]
-    parent = np.repeat(np.arange(n_r), deg)
+    parent = np.repeat(np.arange(len(by_level)), deg)
     nb = nbrs[ranges(indptr[vv], deg)]
     child = compact[by_level[parent] + (nb - vv[parent])]
     ok = child >= 0
@@ -132,41 +155,32 @@ def _flat_counts(level: np.ndarray, node: np.ndarray, indptr: np.ndarray,
     ok = lev[child] == lev[parent] + 1
     parent, child = parent[ok], child[ok]
     arc_bound = np.searchsorted(parent, bound)  # arcs whose parent is at level k
-    # one sparse matrix per level: A_k[p, c] = 1 for the arcs from level k to level k + 1
     mats = []
     for k in range(depth):
         s, e = arc_bound[k], arc_bound[k + 1]
         p0, c0 = bound[k], bound[k + 1]
-        rows = parent[s:e] - p0
         ptr = np.zeros(c0 - p0 + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=c0 - p0), out=ptr[1:])
+        np.cumsum(np.bincount(parent[s:e] - p0, minlength=c0 - p0), out=ptr[1:])
         mats.append(sp.csr_matrix((np.ones(e - s), child[s:e] - c0, ptr), shape=(c0 - p0, bound[k + 2] - c0)))
-    # σ_j(v): number of shortest paths from j, forward over the levels
+    return mats
+
+
+def _paths_through(mats: list[sp.csr_matrix], bound: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(sigma, des)`` over the compact ids: σ_j(v), the shortest paths from the source j to v
+    (forward over the levels), and des_j(v, l), the DAG paths of l edges down from v (backward),
+    shape (pairs, depth + 1)."""
+    depth = len(mats)
+    n_r = int(bound[-1])
     sigma = np.zeros(n_r)
     sigma[: bound[1]] = 1.0
     for k in range(depth):
         sigma[bound[k + 1] : bound[k + 2]] = mats[k].T @ sigma[bound[k] : bound[k + 1]]
-    # des_j(v, l): number of DAG paths of l edges down from v, backward over the levels
-    des = np.zeros((n_r, width))
+    des = np.zeros((n_r, depth + 1))
     des[:, 0] = 1.0
     for k in range(depth - 1, -1, -1):
         h = depth - k  # children sit at level k + 1: des(child, l) = 0 for l >= depth - k
         des[bound[k] : bound[k + 1], 1 : h + 1] += mats[k] @ des[bound[k + 1] : bound[k + 2], :h]
-    # Σ over the sources of σ_j(v)·des_j(v, ·), grouped by (v, a = level): one sparse product
-    # (rows: the distinct (node, level) of the block, columns: its pairs) with the dense des
-    v0 = int(vv.min())
-    key = (vv - v0) * width + lev
-    present = np.zeros((int(vv.max()) - v0 + 1) * width, dtype=bool)
-    present[key] = True
-    uniq = np.flatnonzero(present)  # distinct (node, level), sorted
-    rank = np.cumsum(present) - 1
-    row = rank[key]
-    s_mat = sp.csr_matrix((sigma, (row, np.arange(n_r))), shape=(len(uniq), n_r))
-    r = np.asarray(s_mat @ des)  # (distinct (v, a), width): column l = paths continuing l edges
-    ri, length = np.nonzero(r)
-    a = uniq[ri] % width
-    v = uniq[ri] // width + v0
-    return v, tri(a, a + length), r[ri, length]
+    return sigma, des
 
 
 def _small_graph_levels(graphs: GraphBatch, first: int, last: int, indptr: np.ndarray,
