@@ -545,11 +545,7 @@ def labelled_forms(sets: np.ndarray, patterns: np.ndarray, node_labels: np.ndarr
     r_count, s = sets.shape
     tab = tables(s)
     klass = tab.klass[patterns]
-    # labels as order-preserving ranks, to pack a whole sequence into one int64 when it fits
-    node_values = np.unique(node_labels)
-    node_rank = np.searchsorted(node_values, node_labels)
-    bits_n = max(1, int(len(node_values) - 1).bit_length())
-    bits_e = 0 if edge_labels is None else max(1, int(len(edge_labels.values) - 1).bit_length())
+    ranks = _LabelRanks.of(node_labels, edge_labels)
     keys = np.zeros(r_count, dtype=np.uint64)
     order = np.zeros((r_count, s), dtype=np.int64)
     n_aut = np.zeros(r_count, dtype=np.int64)
@@ -562,44 +558,72 @@ def labelled_forms(sets: np.ndarray, patterns: np.ndarray, node_labels: np.ndarr
             keys[rows_c], order[rows_c], n_aut[rows_c] = _paths3(sets[rows_c], patterns[rows_c], node_labels,
                                                                  edge_labels, salt)
             continue
+        smallest = ranks.smallest_packed if ranks.packs(s, len(edges)) else ranks.smallest
         step = max(1, _ROWS // max(1, len(aut)))
         for lo in range(0, len(rows_c), step):
             rows = rows_c[lo:lo + step]
             sig = tab.sigma[patterns[rows]].astype(np.int64)       # (r, s)
             orders = sig[:, aut]                                   # (r, A, s): position i <- sig[aut[a, i]]
             nodes = np.take_along_axis(sets[rows][:, None, :], orders, axis=2)  # (r, A, s)
-            pick = np.arange(len(rows))
-            if s * bits_n + len(edges) * bits_e <= 62:
-                # the sequence of ranks packed into one integer: its minimum is the smallest
-                # sequence (fixed-width fields, most significant first)
-                code = np.zeros(nodes.shape[:2], dtype=np.int64)
-                for i in range(s):
-                    code = (code << bits_n) | node_rank[nodes[:, :, i]]
-                if edge_labels is not None:
-                    for a, b in edges:
-                        code = (code << bits_e) | edge_labels.rank(nodes[:, :, a], nodes[:, :, b])
-                cand = code == code.min(axis=1, keepdims=True)
-                best = np.argmax(cand, axis=1)
-                chosen = nodes[pick, best]
-                seq = [node_labels[chosen[:, i]] for i in range(s)]
-                if edge_labels is not None:
-                    seq += [edge_labels(chosen[:, a], chosen[:, b]) for a, b in edges]
-            else:
-                cols = [node_labels[nodes[:, :, i]] for i in range(s)]
-                if edge_labels is not None:
-                    cols += [edge_labels(nodes[:, :, a], nodes[:, :, b]) for a, b in edges]
-                cand = np.ones(nodes.shape[:2], dtype=bool)
-                big = np.iinfo(np.int64).max
-                for col in cols:
-                    v = np.where(cand, col, big)
-                    cand &= v == v.min(axis=1, keepdims=True)
-                best = np.argmax(cand, axis=1)
-                chosen = nodes[pick, best]
-                seq = [col[pick, best] for col in cols]
+            cand, chosen, seq = smallest(nodes, edges)
             order[rows] = chosen
             n_aut[rows] = cand.sum(axis=1)
             keys[rows] = combine(salt, np.int64(s), np.int64(canon), *seq)
     return keys, order, n_aut
+
+
+@dataclass
+class _LabelRanks:
+    """The labels of a batch as order-preserving ranks, to pack a whole label sequence into one
+    int64 when it fits (``bits_n`` per node label, ``bits_e`` per edge label)."""
+
+    node_labels: np.ndarray
+    edge_labels: EdgeLabels | None
+    node_rank: np.ndarray
+    bits_n: int
+    bits_e: int
+
+    @classmethod
+    def of(cls, node_labels: np.ndarray, edge_labels: EdgeLabels | None) -> _LabelRanks:
+        node_values = np.unique(node_labels)
+        bits_n = max(1, int(len(node_values) - 1).bit_length())
+        bits_e = 0 if edge_labels is None else max(1, int(len(edge_labels.values) - 1).bit_length())
+        return cls(node_labels, edge_labels, np.searchsorted(node_values, node_labels), bits_n, bits_e)
+
+    def packs(self, s: int, n_edges: int) -> bool:
+        return s * self.bits_n + n_edges * self.bits_e <= 62
+
+    def smallest_packed(self, nodes: np.ndarray, edges: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, list]:
+        """``(cand, chosen, seq)`` of :meth:`smallest`, the sequence of ranks packed into one
+        integer: its minimum is the smallest sequence (fixed-width fields, most significant first)."""
+        s = nodes.shape[2]
+        code = np.zeros(nodes.shape[:2], dtype=np.int64)
+        for i in range(s):
+            code = (code << self.bits_n) | self.node_rank[nodes[:, :, i]]
+        if self.edge_labels is not None:
+            for a, b in edges:
+                code = (code << self.bits_e) | self.edge_labels.rank(nodes[:, :, a], nodes[:, :, b])
+        cand = code == code.min(axis=1, keepdims=True)
+        chosen = nodes[np.arange(len(nodes)), np.argmax(cand, axis=1)]
+        seq = [self.node_labels[chosen[:, i]] for i in range(s)]
+        if self.edge_labels is not None:
+            seq += [self.edge_labels(chosen[:, a], chosen[:, b]) for a, b in edges]
+        return cand, chosen, seq
+
+    def smallest(self, nodes: np.ndarray, edges: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, list]:
+        """For node orders ``nodes`` (r, A, s) of r sets: ``cand`` (r, A), the orders whose label
+        sequence (node labels, then the edges' labels) is the smallest; ``chosen`` (r, s), the first
+        of them; ``seq``, that sequence column by column."""
+        cols = [self.node_labels[nodes[:, :, i]] for i in range(nodes.shape[2])]
+        if self.edge_labels is not None:
+            cols += [self.edge_labels(nodes[:, :, a], nodes[:, :, b]) for a, b in edges]
+        cand = np.ones(nodes.shape[:2], dtype=bool)
+        big = np.iinfo(np.int64).max
+        for col in cols:
+            v = np.where(cand, col, big)
+            cand &= v == v.min(axis=1, keepdims=True)
+        pick, best = np.arange(len(nodes)), np.argmax(cand, axis=1)
+        return cand, nodes[pick, best], [col[pick, best] for col in cols]
 
 
 def _paths3(sets: np.ndarray, patterns: np.ndarray, node_labels: np.ndarray, edge_labels: EdgeLabels | None,
