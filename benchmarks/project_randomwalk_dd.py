@@ -1,6 +1,7 @@
 """The labelled geometric random walk on all of D&D, projected from random samples.
 
     python benchmarks/project_randomwalk_dd.py [--samples 40 80 160] [--seed 0]
+    python benchmarks/project_randomwalk_dd.py --full     # and run all of D&D end to end (about 10 min)
 
 The whole Gram (694,431 pairs of 1,178 graphs of up to 5,748 nodes) was not run end to end on
 the 2-core machine; this script measures the kernel phase (fit, embed, every pair; in this
@@ -12,7 +13,10 @@ leaving nodes of label l, ``n``: nodes of label l), times the steps, which depen
 degrees only. The first two samples calibrate ``seconds = fixed + rate * units`` (the fixed part:
 fit, thread start, the in-process engine); the third tests the model (its measured time against
 the time the model predicts). The projection counts ``rate * units`` of all pairs, divided by
-the workers (tiles are independent tasks). lam = 0.5 / d_max^2 as in
+the workers (tiles are independent tasks). ``--full`` then runs the whole Gram as a user would
+(``gramdist run jobs/dd-random_walk.yaml --set kernel.kind=geometric --set kernel.lam=...``, a
+LocalCluster of two workers, tiles of 256) and records its wall time and the peak memory of all
+its processes beside the projection. lam = 0.5 / d_max^2 as in
 ``bench_randomwalk.py``'s ``geometric`` variant. Results: ``benchmarks/results/randomwalk-dd-projection.json``.
 """
 
@@ -26,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import save  # noqa: E402
+from common import gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
 
 
 def label_histograms(g) -> tuple[np.ndarray, np.ndarray]:
@@ -60,6 +64,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, nargs=3, default=[40, 80, 160])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--full", action="store_true", help="also run all of D&D end to end")
     args = ap.parse_args()
     from gramdist.datasets import load_dataset
     from gramdist.kernels.randomwalk.solvers import max_degrees
@@ -85,7 +90,25 @@ def main() -> None:
           f"(fixed part {fixed:.1f} s)")
     print(f"all of D&D (lam = {lam:.3g}): {total:.0f} s on one core, {total / 2:.0f} s on 2 workers, "
           f"{total / 16:.0f} s on 16")
+    if args.full:
+        out["full_run"] = full_run(lam)
+        print(f"all of D&D end to end: {out['full_run']['wall_s']:.0f} s, "
+              f"{out['full_run']['peak_total_mb'] / 1024:.1f} GiB (all processes)")
     print(save("randomwalk-dd-projection", out))
+
+
+def full_run(lam: float) -> dict:
+    """``gramdist run`` of the geometric walk on all of D&D, timed end to end."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        r = run_measured(gramdist_cmd("run", "jobs/dd-random_walk.yaml", "--set", "kernel.kind=geometric",
+                                      "--set", f"kernel.lam={lam!r}", "--out", f"{tmp}/dd-geometric.zarr",
+                                      "--quiet", "--json"))
+    if r["returncode"]:
+        raise SystemExit(f"gramdist run failed: {r['stderr'].strip().splitlines()[-1:]}")
+    return {"wall_s": r["wall_s"], "peak_total_mb": r["peak_total_mb"],
+            "timings": last_json_line(r["stdout"]).get("timings")}
 
 
 if __name__ == "__main__":
