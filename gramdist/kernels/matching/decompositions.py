@@ -488,67 +488,75 @@ def tree_types(unf: Unfolding, enc: EncodedLabels, heights: tuple[int, ...], n_g
     if not heights:
         return out
     need = needed_depths(heights)
-    # children of each prefix at level k (k < H): CSR over the prefixes of level k+1
-    H = max(heights)
-    kids: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for k in range(1, H):
-        par = unf.levels[k].parent
-        order = np.argsort(par, kind="stable")
-        ptr = np.zeros(len(unf.levels[k - 1].elem) + 1, np.int64)
-        np.cumsum(np.bincount(par, minlength=len(unf.levels[k - 1].elem)), out=ptr[1:])
-        kids[k] = (ptr, order)
+    kids = _children(unf, max(heights))
     # type ids: tid[(k, r)] for every prefix of level k
     tid: dict[tuple[int, int], np.ndarray] = {}
-    max_r = max(r for _, r in need)
-    for r in range(1, max_r + 1):
+    for r in range(1, max(r for _, r in need) + 1):
         for kind in ("v", "e"):
             levels = need.get((kind, r))
             if not levels:
                 continue
-            cat_parts, attr_parts, child_parts, sizes = [], [], [], []
-            K = 0
-            for k in levels:
-                elem = unf.levels[k - 1].elem
-                if kind == "v":
-                    cat_parts.append(enc.node_cat[elem])
-                    attr_parts.append(enc.node_attr[elem])
-                else:
-                    cat_parts.append(enc.edge_cat[elem])
-                    attr_parts.append(enc.edge_attr[elem])
-                sizes.append(len(elem))
-                if r == 1:
-                    child_parts.append(None)
-                else:
-                    ptr, order = kids[k]
-                    ctypes = tid[(k + 1, r - 1)][order]
-                    cnt = np.diff(ptr)
-                    K = max(K, int(cnt.max()) if len(cnt) else 0)
-                    child_parts.append((ptr, ctypes, cnt))
-            cat = np.concatenate(cat_parts)
-            attr = np.concatenate(attr_parts)
-            total = len(cat)
-            ch = np.full((total, K), -1, np.int64)
-            if r > 1 and K:
-                off = 0
-                for (ptr, ctypes, cnt), size in zip(child_parts, sizes):
-                    # sorted children per parent: sort by (parent, type)
-                    parent = np.repeat(np.arange(size), cnt)
-                    o = np.lexsort((ctypes, parent))
-                    rank = np.arange(len(o)) - ptr[:-1][parent[o]]
-                    ch[off + parent[o], rank] = ctypes[o]
-                    off += size
-            cols = [cat] + [attr[:, j].view(np.int64) for j in range(attr.shape[1])]
-            cols += [ch[:, j] for j in range(K)]
-            first, inv = _rows_unique(cols, total)
-            out.tables[(kind, r)] = TypeTable(cat=cat[first], attr=attr[first], children=ch[first])
+            table, inv = _type_table(unf, enc, (kind, r, levels), kids, tid)
+            out.tables[(kind, r)] = table
             off = 0
-            for k, size in zip(levels, sizes):
+            for k in levels:
+                size = len(unf.levels[k - 1].elem)
                 tid[(k, r)] = inv[off:off + size]
                 off += size
     for h in heights:
         out.roots[h] = Multisets.build(unf.graph_of(1), tid[(1, h)], len(out.tables[("v", h)]), n_graphs)
         out.root_type[h] = tid[(1, h)]
     return out
+
+
+def _children(unf: Unfolding, depth: int) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Children of each prefix at level k (k < ``depth``): ``(ptr, order)``, a CSR over the
+    prefixes of level k + 1 (``order`` sorts them by parent, stably)."""
+    kids = {}
+    for k in range(1, depth):
+        par = unf.levels[k].parent
+        n_parents = len(unf.levels[k - 1].elem)
+        ptr = np.zeros(n_parents + 1, np.int64)
+        np.cumsum(np.bincount(par, minlength=n_parents), out=ptr[1:])
+        kids[k] = (ptr, np.argsort(par, kind="stable"))
+    return kids
+
+
+def _type_table(unf: Unfolding, enc: EncodedLabels, what: tuple[str, int, list[int]],
+                kids: dict[int, tuple[np.ndarray, np.ndarray]],
+                tid: dict[tuple[int, int], np.ndarray]) -> tuple[TypeTable, np.ndarray]:
+    """The distinct types of depth ``r`` of the vertex (``kind`` "v") or edge ("e") prefixes of
+    ``levels`` (``what`` = (kind, r, levels)): own label and attributes, then the sorted types of
+    depth r - 1 of their children (from ``tid``). Returns the table and each prefix's type id,
+    the levels' prefixes one after the other."""
+    kind, r, levels = what
+    cat_parts, attr_parts, child_parts, sizes = [], [], [], []
+    K = 0
+    for k in levels:
+        elem = unf.levels[k - 1].elem
+        cat_parts.append((enc.node_cat if kind == "v" else enc.edge_cat)[elem])
+        attr_parts.append((enc.node_attr if kind == "v" else enc.edge_attr)[elem])
+        sizes.append(len(elem))
+        if r > 1:
+            ptr, order = kids[k]
+            cnt = np.diff(ptr)
+            K = max(K, int(cnt.max()) if len(cnt) else 0)
+            child_parts.append((ptr, tid[(k + 1, r - 1)][order], cnt))
+    cat, attr = np.concatenate(cat_parts), np.concatenate(attr_parts)
+    total = len(cat)
+    ch = np.full((total, K), -1, np.int64)
+    if r > 1 and K:
+        off = 0
+        for (ptr, ctypes, cnt), size in zip(child_parts, sizes):
+            # sorted children per parent: sort by (parent, type)
+            parent = np.repeat(np.arange(size), cnt)
+            o = np.lexsort((ctypes, parent))
+            rank = np.arange(len(o)) - ptr[:-1][parent[o]]
+            ch[off + parent[o], rank] = ctypes[o]
+            off += size
+    cols = [cat] + [attr[:, j].view(np.int64) for j in range(attr.shape[1])] + [ch[:, j] for j in range(K)]
+    first, inv = _rows_unique(cols, total)
+    return TypeTable(cat=cat[first], attr=attr[first], children=ch[first]), inv
 
 
 def _label_d2(a: TypeTable, b: TypeTable, has_cat: bool) -> np.ndarray:
