@@ -90,6 +90,14 @@ def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + offsets
 
 
+def group_offsets(group: np.ndarray, n_groups: int) -> np.ndarray:
+    """(n_groups + 1,) int64 CSR offsets of items sorted by group, from each item's group
+    (0-based; groups without items get empty ranges)."""
+    offsets = np.zeros(n_groups + 1, dtype=np.int64)
+    np.cumsum(np.bincount(group, minlength=n_groups), out=offsets[1:])
+    return offsets
+
+
 def digest_arrays(values: dict[str, np.ndarray | None]) -> str:
     """BLAKE2b (16 bytes, hex) of named arrays: names, dtypes, shapes and bytes, in name order;
     a None value contributes its name only. Kept embeddings in stores record this digest, so

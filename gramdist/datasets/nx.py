@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from gramdist.arrayops import group_offsets
 from gramdist.errors import DatasetError
 from gramdist.graphs import GraphBatch
 
@@ -149,10 +150,8 @@ def _canonical_edges(raw: _Collected) -> tuple[np.ndarray, np.ndarray, np.ndarra
     lo, hi = np.minimum(u, v) + shift, np.maximum(u, v) + shift
     _, keep = np.unique(lo * max(1, int(node_offsets[-1])) + hi, return_index=True)
     edge_graph = arc_graph[keep]
-    edge_offsets = np.zeros(n_graphs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(edge_graph, minlength=n_graphs), out=edge_offsets[1:])
     edges = np.stack([lo[keep], hi[keep]], axis=1) - node_offsets[:-1][edge_graph][:, None]
-    return node_offsets, edge_offsets, edges, keep
+    return node_offsets, group_offsets(edge_graph, n_graphs), edges, keep
 
 
 def _graph_labels_of(graphs: list, y: str | Sequence | np.ndarray | None) -> np.ndarray | None:

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gramdist.arrayops import group_offsets
 from gramdist.errors import DatasetError
 from gramdist.graphs import GraphBatch
 
@@ -283,7 +284,7 @@ def read_tu(folder: str | Path, name: str | None = None) -> GraphBatch:
     f = _Folder(folder, name)
     ind = _graph_indicator(f)
     n, n_graphs = len(ind), int(ind[-1])
-    node_offsets = _offsets(ind - 1, n_graphs)
+    node_offsets = group_offsets(ind - 1, n_graphs)
     y = f.read("graph_labels", "int", 1)[:, 0]
     f.check_lines("graph_labels", len(y), n_graphs, f"one per graph, {n_graphs} graphs in "
                   f"{f.fname('graph_indicator')}")
@@ -305,7 +306,7 @@ def read_tu(folder: str | Path, name: str | None = None) -> GraphBatch:
     shift = node_offsets[edge_graph]
     return GraphBatch(
         node_offsets=node_offsets,
-        edge_offsets=_offsets(edge_graph, n_graphs),
+        edge_offsets=group_offsets(edge_graph, n_graphs),
         edges=np.stack([lo - shift, hi - shift], axis=1).astype(np.int32),
         node_labels=node_labels,
         node_attrs=node_attrs,
@@ -333,13 +334,6 @@ def _graph_indicator(f: _Folder) -> np.ndarray:
             "ids must be non-decreasing and contiguous 1..G"
         )
     return ind
-
-
-def _offsets(graph_of: np.ndarray, n_graphs: int) -> np.ndarray:
-    """(G + 1,) offsets of items sorted by graph, from each item's 0-based graph."""
-    offsets = np.zeros(n_graphs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(graph_of, minlength=n_graphs), out=offsets[1:])
-    return offsets
 
 
 def _columns(f: _Folder, files: tuple[str, str], count: int, expected: str

@@ -71,7 +71,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
 
-from gramdist.arrayops import ranges
+from gramdist.arrayops import group_offsets, ranges
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import distance_rows, local_adjacency, local_codes
@@ -115,7 +115,7 @@ def _flat_counts(level: np.ndarray, node: np.ndarray, indptr: np.ndarray,
     by_level = reach[np.argsort(level[reach], kind="stable")]
     lev, vv = level[by_level], node[by_level]
     bound = np.searchsorted(lev, np.arange(int(lev[-1]) + 2))  # level k holds ids bound[k]:bound[k+1]
-    mats = _level_arcs(by_level, vv, len(level), bound, (indptr, nbrs))
+    mats = _level_arcs((by_level, vv, lev), len(level), bound, (indptr, nbrs))
     sigma, des = _paths_through(mats, bound)
     # Σ over the sources of σ_j(v)·des_j(v, ·), grouped by (v, a = level): one sparse product
     # (rows: the distinct (node, level) of the block, columns: its pairs) with the dense des
@@ -134,17 +134,17 @@ def _flat_counts(level: np.ndarray, node: np.ndarray, indptr: np.ndarray,
     return v, tri(a, a + length), r[ri, length]
 
 
-def _level_arcs(by_level: np.ndarray, vv: np.ndarray, n_pairs: int, bound: np.ndarray,
+def _level_arcs(pairs: tuple[np.ndarray, np.ndarray, np.ndarray], n_pairs: int, bound: np.ndarray,
                 arcs: tuple[np.ndarray, np.ndarray]) -> list[sp.csr_matrix]:
     """The shortest-path DAG of a block, one sparse matrix per level: ``A_k[p, c] = 1`` for the
     arcs (j, v) -> (j, w) from level k to level k + 1 (w a neighbour of v one level further from
-    j), rows and columns the compact ids of :func:`_flat_counts` (``by_level``: the pair of
-    each compact id, ``vv`` its node; ``bound``: the levels' id ranges)."""
+    j), rows and columns the compact ids of :func:`_flat_counts` (``pairs``: the pair, node and
+    level of each compact id; ``bound``: the levels' id ranges)."""
+    by_level, vv, lev = pairs
     indptr, nbrs = arcs
     depth = len(bound) - 2
     compact = np.full(n_pairs, -1, dtype=np.int64)
     compact[by_level] = np.arange(len(by_level))
-    lev = np.repeat(np.arange(depth + 1), np.diff(bound))
     # parents come out sorted (by id, so by level), children grouped under their parent
     deg = indptr[vv + 1] - indptr[vv]
     parent = np.repeat(np.arange(len(by_level)), deg)
@@ -159,8 +159,7 @@ def _level_arcs(by_level: np.ndarray, vv: np.ndarray, n_pairs: int, bound: np.nd
     for k in range(depth):
         s, e = arc_bound[k], arc_bound[k + 1]
         p0, c0 = bound[k], bound[k + 1]
-        ptr = np.zeros(c0 - p0 + 1, dtype=np.int64)
-        np.cumsum(np.bincount(parent[s:e] - p0, minlength=c0 - p0), out=ptr[1:])
+        ptr = group_offsets(parent[s:e] - p0, c0 - p0)
         mats.append(sp.csr_matrix((np.ones(e - s), child[s:e] - c0, ptr), shape=(c0 - p0, bound[k + 2] - c0)))
     return mats
 

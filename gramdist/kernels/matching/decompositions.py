@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gramdist.arrayops import group_offsets
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.hashing import mix
 from gramdist.kernels.matching.set_distances import padded_matching_costs
@@ -515,10 +516,7 @@ def _children(unf: Unfolding, depth: int) -> dict[int, tuple[np.ndarray, np.ndar
     kids = {}
     for k in range(1, depth):
         par = unf.levels[k].parent
-        n_parents = len(unf.levels[k - 1].elem)
-        ptr = np.zeros(n_parents + 1, np.int64)
-        np.cumsum(np.bincount(par, minlength=n_parents), out=ptr[1:])
-        kids[k] = (ptr, np.argsort(par, kind="stable"))
+        kids[k] = (group_offsets(par, len(unf.levels[k - 1].elem)), np.argsort(par, kind="stable"))
     return kids
 
 
