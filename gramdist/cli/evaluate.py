@@ -112,7 +112,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         require_matplotlib()  # before minutes of CV, not after
     evaluate, inputs, options = _evaluation(args, proto)
-    _warn_slow_fits(args, proto)
     from gramdist.engine.executor import DaskExecutor
     from gramdist.engine.placement import Placement
     from gramdist.jobs import ClusterSpec
@@ -167,6 +166,7 @@ def _evaluation(args: argparse.Namespace, proto: Any) -> tuple[Any, Any, Any]:
         from gramdist.evaluation.combine import evaluate_combined
 
         return partial(evaluate_combined, steps=args.weight_steps), args.stores, options
+    _warn_slow_fits(args.stores, proto)  # --combine normalises; refits and features use no precomputed Gram
     return evaluate, args.stores, options
 
 
@@ -276,17 +276,15 @@ def _feature_holdout(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warn_slow_fits(args: argparse.Namespace, proto: Any) -> None:
+def _warn_slow_fits(stores: list[str], proto: Any) -> None:
     """Say so before the folds when libsvm will crawl on a raw Gram at the grid's largest C
-    (see :mod:`gramdist.evaluation.conditioning`); ``--combine`` normalises, features use no libsvm."""
-    if args.refit or args.combine or _feature_stores(args.stores):
-        return
+    (see :mod:`gramdist.evaluation.conditioning`)."""
     import sys
 
     from gramdist.evaluation.conditioning import slow_fit_warning
     from gramdist.evaluation.nested_cv import find_stores
 
-    warning = slow_fit_warning(find_stores(args.stores), proto.c_grid)
+    warning = slow_fit_warning(find_stores(stores), proto.c_grid)
     if warning:
         print(f"gramdist: note: {warning}", file=sys.stderr)
 

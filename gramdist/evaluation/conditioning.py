@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gramdist.engine.store import GramStore, Location, is_gram_store
+from gramdist.engine.store import GramStore
 from gramdist.evaluation.regression import is_continuous
 
 #: C times the median K(g, g) past which libsvm was seen to slow down by orders of magnitude
@@ -29,16 +29,15 @@ def slow_fit_warning(stores: list[str], c_grid: tuple[float, ...] | list[float])
     Parameters
     ----------
     stores : list of str
-        Gram store paths. Feature stores, missing paths and stores of a continuous target
-        (a regression: kernel ridge by default, no libsvm) are skipped.
+        Gram store paths (as :func:`~gramdist.evaluation.nested_cv.find_stores` gives them).
+        Stores of a continuous target (a regression: kernel ridge by default, no libsvm) are
+        skipped.
     c_grid : sequence of float
         The C values the evaluation will try.
     """
     c_max = max(c_grid)
     slow: list[tuple[float, str]] = []
     for path in stores:
-        if not is_gram_store(Location(path)):
-            continue
         store = GramStore.open(path)
         if store.normalize or not store.diag_complete or is_continuous(store.labels()):
             continue
