@@ -299,10 +299,6 @@ class _TileLoop:
                                            *self.emb.diag.values(), *self.emb.counts)}.values())
         self.waiting = {f.key for f in futures}
         self.emb.counts = []
-        if futures and all(f.status == "finished" for f in futures):
-            # all done before the first tile (in process each ran at its submit): the embed phase
-            # ends now, not when the window takes them up after its first tiles
-            self.timings["embed_s"] = time.perf_counter() - self.emb.started
         return Watched(futures, self.handle)
 
     def handle(self, fut: Any) -> None:
@@ -317,7 +313,7 @@ class _TileLoop:
         elif fut.status == "error":
             fut.result()  # the embedding's own error, named by its task
         if not self.waiting:
-            self.timings.setdefault("embed_s", time.perf_counter() - self.emb.started)
+            self.timings["embed_s"] = time.perf_counter() - self.emb.started
 
     def submit(self, tl: tuple[int, int]) -> Any:
         grid, plan, emb = self.plan.grid, self.plan, self.emb

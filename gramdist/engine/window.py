@@ -64,13 +64,20 @@ def run_window(window: Window, todo: Iterable[Any]) -> int:
     """Run every item of ``todo`` through ``window``; returns how many tasks finished."""
     ex = window.ex
     width = window.width or default_width(ex)
-    pending = iter(todo)
-    queue = ex.as_completed([window.submit(item) for item in take_next(pending, width)])
     watched = {}
     if window.watched is not None:
-        watched = {f.key: f for f in window.watched.futures}
-        queue.update(list(watched.values()))
-        window.watched.futures = []  # the queue holds them until each is yielded
+        # those finished already are handled before the first task (in process every task ran
+        # at its submit), so that what they record, e.g. when the embeddings were ready, is
+        # not after the window's first tasks
+        for f in window.watched.futures:
+            if f.status == "finished":
+                window.watched.handle(f)
+            else:
+                watched[f.key] = f
+        window.watched.futures = []  # the queue holds the others until each is yielded
+    pending = iter(todo)
+    queue = ex.as_completed([window.submit(item) for item in take_next(pending, width)])
+    queue.update(list(watched.values()))
     done = 0
     try:
         for fut in queue:
