@@ -42,7 +42,7 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+from common import DATASET_TILES, gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
 
 KERNELS = {
     "wwl": {"name": "wwl", "h": 3, "gamma": 1.0, "node_features": "categorical", "psd_check": 0},
@@ -99,7 +99,7 @@ def bench(dataset: str, kernel: str, workdir: Path, limit_s: int) -> dict:
         row["skipped"] = SKIP[kernel, dataset]
         return row
     job = {"dataset": {"name": dataset}, "kernel": KERNELS[kernel], "fit": {"seed": 0},
-           "gram": {"tile_size": 256, "normalize": False}}
+           "gram": {"tile_size": DATASET_TILES.get(dataset, 256), "normalize": False}}  # the dataset's jobs' tiles
     job_path = workdir / f"{dataset.lower()}-{kernel}.yaml"
     job_path.write_text(yaml.safe_dump(job))
     store = workdir / f"{dataset}-{kernel}.zarr"

@@ -48,3 +48,29 @@ def test_mirror_upper_copies_the_upper_triangle(n):
     a = np.random.default_rng(n).random((n, n))
     expected = np.triu(a) + np.triu(a, 1).T
     assert np.array_equal(mirror_upper(a.copy()), expected)
+
+
+def test_batch_arcs_list_each_nodes_neighbours_sorted_with_their_edges():
+    """``GraphBatch.arcs`` against a plain sort of (source, neighbour, edge) triples: multi-edges
+    keep their edges in edge order, a self-loop is one arc, isolated nodes have none."""
+    from gramdist.graphs import GraphBatch
+
+    rng = np.random.default_rng(3)
+    sizes = np.array([5, 1, 7, 4])
+    edges, counts = [], []
+    for n in sizes:
+        e = rng.integers(0, n, size=(2 * n, 2))
+        e = np.vstack([e, e[:2]])  # repeated edges
+        edges.append(e)
+        counts.append(len(e))
+    batch = GraphBatch(node_offsets=np.concatenate([[0], np.cumsum(sizes)]),
+                       edge_offsets=np.concatenate([[0], np.cumsum(counts)]), edges=np.vstack(edges))
+    indptr, nbrs, ids = batch.arcs()
+    ge = batch.global_edges
+    forward = [(u, v, i) for i, (u, v) in enumerate(ge.tolist())]
+    backward = [(v, u, i) for i, (u, v) in enumerate(ge.tolist()) if u != v]
+    got = list(zip(np.repeat(np.arange(batch.n_nodes), np.diff(indptr)).tolist(), nbrs.tolist(), ids.tolist()))
+    # every arc once, by source then neighbour; equal pairs keep the forward arcs first, each
+    # in edge order (Python's sort is stable), the order the kernels have always seen
+    assert got == sorted(forward + backward, key=lambda t: (t[0], t[1]))
+    assert np.diff(indptr).tolist() == np.bincount([t[0] for t in got], minlength=batch.n_nodes).tolist()

@@ -266,9 +266,62 @@ def test_in_process_and_in_memory_steps_give_the_store_bits(client, tmp_path, mu
     # K(test, train) with the state fitted on train: the rows of the symmetric Gram
     rect = compute_in_memory(InlineExecutor(), plan_gram(kernel, mutag, mutag[150:], fit=FitSpec(**fit), gram=GramSpec(tile_size=16, normalize=normalize)), state=inline.state, context=RunContext(log=lambda m: None))
     assert np.array_equal(rect.gram, stored[150:])
+    # in a pool of three threads of this process: the same bits
+    pooled = InlineExecutor(3)
+    try:
+        threaded = compute_in_memory(pooled, plan_gram(kernel, mutag, fit=FitSpec(**fit), gram=GramSpec(tile_size=20, normalize=normalize)), context=RunContext(log=lambda m: None))
+    finally:
+        pooled.close()
+    assert np.array_equal(threaded.gram, stored)
 
 
-def test_in_process_executor_reports_a_failing_tile_like_the_cluster(mutag, dataset_dir, monkeypatch):
+def test_pooled_in_process_executor_holds_blas_to_one_thread_and_cancels_on_close():
+    """Tasks with futures among their inputs run in the pool; BLAS runs single-threaded while the
+    pool lives (the pool's threads are the parallelism) and gets its own count back on close;
+    close waits for the running tasks and drops the queued ones."""
+    import threading
+    import time
+
+    import sklearn.cluster  # noqa: F401 - loads OpenMP, whose thread count is per thread
+    from threadpoolctl import threadpool_info
+
+    from gramdist.engine.executor import InlineExecutor
+
+    before = [i["num_threads"] for i in threadpool_info()]
+    ex = InlineExecutor(2)
+    a = ex.submit(lambda: 2, key="a")
+    b = ex.submit(lambda x: x * 3, a, key="b")
+    assert b.result() == 6 and b.status == "finished"
+    assert ex.submit(lambda: {i["num_threads"] for i in threadpool_info()}, key="blas").result() <= {1}
+    failing = ex.submit(lambda: 1 / 0, key="bad")
+    with pytest.raises(ZeroDivisionError):
+        failing.result()
+    assert failing.status == "error"
+    ex.close()  # in the thread that started the pool, as the placement does (OpenBLAS takes a
+    # larger thread count back only from there)
+    assert [i["num_threads"] for i in threadpool_info()] == before
+    ex = InlineExecutor(2)  # a fresh pool starts a thread for each of its first two tasks
+    gate, started = threading.Event(), threading.Semaphore(0)
+
+    def busy() -> bool:
+        started.release()
+        return gate.wait(10)
+
+    running = [ex.submit(busy, key=f"busy{i}") for i in range(2)]
+    assert started.acquire(timeout=10) and started.acquire(timeout=10)
+    queued = ex.submit(lambda: "ran", key="queued")
+    opener = threading.Timer(0.3, gate.set)
+    opener.start()
+    t0 = time.perf_counter()
+    ex.close()
+    assert time.perf_counter() - t0 >= 0.25  # it waited for the running tasks
+    assert all(f.result() is True for f in running)
+    assert queued._future.cancelled()
+    assert [i["num_threads"] for i in threadpool_info()] == before
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_in_process_executor_reports_a_failing_tile_like_the_cluster(mutag, dataset_dir, monkeypatch, threads):
     import faultinject
 
     from gramdist.engine.executor import InlineExecutor
@@ -279,9 +332,11 @@ def test_in_process_executor_reports_a_failing_tile_like_the_cluster(mutag, data
     faultinject.install((1, 2))
     try:
         plan = plan_gram(WLSubtreeKernel(3), mutag, fit=FitSpec(**{"seed": 0}), gram=GramSpec(tile_size=50, normalize=False))
+        ex = InlineExecutor(threads)
         with pytest.raises(TileError, match=r"tile \(1, 2\) failed \(row graphs 51\.\.100, column graphs 101\.\.150\)"):
-            compute_in_memory(InlineExecutor(), plan, context=RunContext(log=lambda m: None))
+            compute_in_memory(ex, plan, context=RunContext(log=lambda m: None))
     finally:
+        ex.close()
         faultinject.uninstall()
 
 

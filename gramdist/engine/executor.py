@@ -3,17 +3,21 @@
 The engine's steps (:mod:`gramdist.engine.steps`) submit the functions of
 :mod:`gramdist.engine.tasks` through an :class:`Executor` and consume their results as they
 complete. :class:`DaskExecutor` wraps a ``distributed.Client``; :class:`InlineExecutor` runs
-each task at once in the calling process (no scheduler, no pickling), which is what small
-inputs from Python want: a 200-graph Gram is done before a LocalCluster has started. Both
-follow the same sequence of steps, so a Gram is bitwise the same whichever runs it.
+the tasks in the calling process (no scheduler, no pickling), each at once when it is
+submitted or, given ``threads > 1``, in a pool of that many threads (every core of a laptop
+without a LocalCluster's start): what small inputs from Python want, since a 200-graph Gram
+is done before a LocalCluster has started. All follow the same sequence of steps, so a Gram
+is bitwise the same whichever runs it.
 """
 
 from __future__ import annotations
 
 import itertools
+import queue
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 
@@ -144,21 +148,101 @@ class _InlineCompleted:
             yield self._queue.popleft()
 
 
+class PooledFuture:
+    """A task of :class:`InlineExecutor` running in its thread pool."""
+
+    __slots__ = ("key", "_future")
+
+    def __init__(self, key: str, future: Future) -> None:
+        self.key = key
+        self._future = future
+
+    @property
+    def status(self) -> str:
+        if not self._future.done():
+            return "pending"
+        return "error" if self._future.exception() is not None else "finished"
+
+    def result(self) -> Any:
+        return self._future.result()
+
+    def release(self) -> None:
+        pass  # the pool keeps no reference once the task is done; the window drops its own
+
+
+class _PooledCompleted:
+    """``as_completed`` over pooled (or finished inline) futures: completion order."""
+
+    def __init__(self, futures: Iterable[PooledFuture | InlineFuture]) -> None:
+        self._done: queue.SimpleQueue = queue.SimpleQueue()
+        self._waiting = 0
+        self._cleared = False
+        self.update(futures)
+
+    def add(self, future: PooledFuture | InlineFuture) -> None:
+        self._waiting += 1
+        if isinstance(future, InlineFuture):
+            self._done.put(future)
+        else:
+            future._future.add_done_callback(lambda _, f=future: self._done.put(f))
+
+    def update(self, futures: Iterable[PooledFuture | InlineFuture]) -> None:
+        for f in futures:
+            self.add(f)
+
+    def clear(self) -> None:
+        self._cleared = True
+
+    def __iter__(self) -> Iterator[PooledFuture | InlineFuture]:
+        while self._waiting and not self._cleared:
+            while True:
+                try:  # a timeout keeps the wait interruptible (Ctrl-C)
+                    fut = self._done.get(timeout=0.2)
+                    break
+                except queue.Empty:
+                    continue
+            self._waiting -= 1
+            yield fut
+
+
+def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """``fn(*args)`` with the futures among ``args`` replaced by their results.
+
+    The pool takes tasks in the order they were submitted and a task's inputs were submitted
+    before it, so an input is running or done when a task waits for it: no deadlock.
+    """
+    return fn(*[a.result() if isinstance(a, (InlineFuture, PooledFuture)) else a for a in args])
+
+
 class InlineExecutor(Executor):
-    """Every task runs at once, in this process, when it is submitted.
+    """Tasks in this process: each at once when it is submitted, or in a pool of ``threads``.
 
     Errors are kept in the future and raised by ``result()``, as Dask does, so the steps
     report a failing tile the same way. ``KeyboardInterrupt`` and ``SystemExit`` propagate.
+
+    With ``threads > 1`` the pool starts at the first task, and BLAS and OpenMP are held to
+    one thread each while it lives (what Dask's workers do too): the pool's threads are the
+    parallelism, and a kernel's ``threadpool_limits(1)`` block in one thread can then never
+    restore a larger count under another thread's block (the global limit they share).
+    :meth:`close` waits for the running tasks, drops the queued ones and lifts the limit; the
+    placement calls it before the run gives up its store's lock, so no task writes after it.
     """
 
+    def __init__(self, threads: int = 1) -> None:
+        self.threads = max(1, int(threads))
+        self._pool: ThreadPoolExecutor | None = None
+        self._limits: Any = None
+
     def n_threads(self) -> int:
-        return 1
+        return self.threads
 
     def n_workers(self) -> int:
         return 1
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: str, spread: bool = False,
-               retries: int = 0) -> InlineFuture:
+               retries: int = 0) -> InlineFuture | PooledFuture:
+        if self.threads > 1:
+            return PooledFuture(key, self._started_pool().submit(_run, fn, args))
         try:
             values = [a.result() if isinstance(a, InlineFuture) else a for a in args]
             return InlineFuture(key, fn(*values))
@@ -169,5 +253,24 @@ class InlineExecutor(Executor):
     def put(self, value: Any, key: str) -> InlineFuture:
         return InlineFuture(key, value)
 
-    def as_completed(self, futures: Iterable[InlineFuture]) -> _InlineCompleted:
-        return _InlineCompleted(futures)
+    def as_completed(self, futures: Iterable[Any]) -> _InlineCompleted | _PooledCompleted:
+        return _PooledCompleted(futures) if self.threads > 1 else _InlineCompleted(futures)
+
+    def _started_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            from threadpoolctl import threadpool_limits
+
+            self._limits = threadpool_limits(limits=1)
+            # OpenMP's thread count is per thread: each pool thread sets its own
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="gramdist",
+                                            initializer=threadpool_limits, initargs=(1, "openmp"))
+        return self._pool
+
+    def close(self) -> None:
+        """Wait for the running tasks, cancel the queued ones, lift the BLAS limit."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        if self._limits is not None:
+            self._limits.restore_original_limits()
+            self._limits = None

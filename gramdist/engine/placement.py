@@ -10,7 +10,8 @@ computation of a given size, into an :class:`~gramdist.engine.executor.Executor`
 3. a scheduler named (``--scheduler``, ``cluster.scheduler``, ``$DASK_SCHEDULER_ADDRESS``) or
    ``cluster.jobqueue``: that cluster, connected for this computation.
 4. the active ``distributed.Client`` of the process (``with Client(): ...``), if any.
-5. ``in_process="auto"`` with no cluster size named (``cluster.n_workers``): this process when
+5. ``in_process="auto"`` with no cluster size named (``cluster.n_workers``): this process (in a
+   pool of :func:`in_process_threads` threads, every core by default) when
    the work is at most :data:`IN_PROCESS_MAX_ENTRIES` kernel values over at most
    :data:`IN_PROCESS_MAX_NODES` nodes — a LocalCluster would take longer to start than the
    work takes (measured here: NCI1's 4110 x 4110 WL Gram, h = 5, takes 0.7 s of CPU in process;
@@ -89,7 +90,11 @@ class Placement:
         from gramdist.engine import cluster
 
         if self.runs_here(n_entries, n_nodes):
-            yield InlineExecutor()
+            ex = InlineExecutor(in_process_threads())
+            try:
+                yield ex
+            finally:
+                ex.close()
         elif self.client is not None:
             yield DaskExecutor(cluster.address_client(self.client) if isinstance(self.client, str) else self.client)
         elif self.address or self.cluster.jobqueue or not self.shared:
@@ -107,6 +112,20 @@ class Placement:
             return self
         return Placement(self.client, self.scheduler, self.cluster.replace(n_workers=n_workers), self.in_process,
                          self.shared)
+
+
+def in_process_threads() -> int:
+    """Threads of a computation in this process: ``$GRAMDIST_THREADS`` if set (1: every task at
+    its submit, in the calling thread), else the cores this process may use."""
+    value = os.environ.get("GRAMDIST_THREADS", "").strip()
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise JobError(f"GRAMDIST_THREADS must be a whole number >= 1, got {value!r}")
+        return int(value)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _active_client() -> Any | None:
