@@ -31,6 +31,9 @@ __all__ = ["GramTransformer", "compute_gram"]
 #: chunk size)
 _IN_PROCESS_TILE = 5000
 _CLUSTER_TILE = 1024
+#: ... but split into one part per thread of the in-process pool while parts keep this many
+#: graphs, so that its threads share the embeddings and the tiles
+_THREAD_TILE_MIN = 1024
 
 
 class GraphTransformerBase(TransformerMixin, BaseEstimator):
@@ -182,9 +185,9 @@ class GramTransformer(GraphTransformerBase):
         Drives every random step (the sample, the kernel's own randomness): the same seed
         gives the same Gram bits wherever it runs.
     tile_size : int or None, default None
-        Side of the Gram's tiles (Zarr chunks in a store). None: one tile per side up to 5000
-        graphs in process, at most 1024 on a cluster or in a store. The values do not depend
-        on it.
+        Side of the Gram's tiles (Zarr chunks in a store). None: in process, one tile per side
+        up to 5000 graphs, or one per thread of the process's pool while each keeps 1024 graphs;
+        at most 1024 on a cluster or in a store. The values do not depend on it.
     store : str, os.PathLike or None
         A Zarr store path: ``fit_transform`` writes K(train, train) there exactly as
         ``gramdist run`` does (resumable, checksummed, locked) and returns a lazy
@@ -365,8 +368,12 @@ class GramTransformer(GraphTransformerBase):
             return int(self.tile_size)
         # the tile follows the training graphs only, so every transform can reuse fit's chunks
         in_process = self.store is None and self._placement().runs_here(n_train ** 2)
-        cap = _IN_PROCESS_TILE if in_process else _CLUSTER_TILE
-        return -(-n_train // -(-n_train // cap))  # ceil(n / ceil(n / cap)): equal tiles, none tiny
+        if not in_process:
+            return -(-n_train // -(-n_train // _CLUSTER_TILE))  # ceil(n / ceil(n / cap)): equal tiles, none tiny
+        from gramdist.engine.placement import in_process_threads
+
+        parts = max(-(-n_train // _IN_PROCESS_TILE), min(in_process_threads(), -(-n_train // _THREAD_TILE_MIN)))
+        return -(-n_train // max(parts, 1))
 
     def _plan(self, cols: GraphBatch, rows: GraphBatch | None = None) -> Any:
         from gramdist.engine.plan import plan_gram
