@@ -71,7 +71,7 @@ def test_kept_embeddings_are_read_back_not_recomputed(tmp_path, dataset_dir, mon
     assert embedded == [9]  # the queries only: the library's four chunks were read back
     embedded.clear()
     b = search(plain, queries, top=4, placement=HERE, context=QUIET)
-    assert embedded == [9, 40, 40, 40, 30]
+    assert sorted(embedded) == [9, 30, 40, 40, 40]  # in process, the pool's threads embed in any order
     assert np.array_equal(a.values, b.values) and np.array_equal(a.rows, b.rows)
     assert not any(p.name.startswith("search") for p in (tmp_path / "kept.zarr").rglob("*"))  # nothing written
 
