@@ -276,8 +276,8 @@ def test_in_process_and_in_memory_steps_give_the_store_bits(client, tmp_path, mu
 
 
 def test_pooled_in_process_executor_holds_blas_to_one_thread_and_cancels_on_close():
-    """Tasks with futures among their inputs run in the pool; BLAS runs single-threaded while the
-    pool lives (the pool's threads are the parallelism) and gets its own count back on close;
+    """Pooled tasks (tiles), with futures among their inputs, run in the pool, others at once in
+    the calling thread; BLAS runs single-threaded while the pool lives (the pool's threads are the parallelism) and gets its own count back on close;
     close waits for the running tasks and drops the queued ones."""
     import threading
     import time
@@ -289,11 +289,11 @@ def test_pooled_in_process_executor_holds_blas_to_one_thread_and_cancels_on_clos
 
     before = [i["num_threads"] for i in threadpool_info()]
     ex = InlineExecutor(2)
-    a = ex.submit(lambda: 2, key="a")
-    b = ex.submit(lambda x: x * 3, a, key="b")
+    a = ex.submit(lambda: 2, key="a", pooled=True)
+    b = ex.submit(lambda x: x * 3, a, key="b", pooled=True)
     assert b.result() == 6 and b.status == "finished"
-    assert ex.submit(lambda: {i["num_threads"] for i in threadpool_info()}, key="blas").result() <= {1}
-    failing = ex.submit(lambda: 1 / 0, key="bad")
+    assert ex.submit(lambda: {i["num_threads"] for i in threadpool_info()}, key="blas", pooled=True).result() <= {1}
+    failing = ex.submit(lambda: 1 / 0, key="bad", pooled=True)
     with pytest.raises(ZeroDivisionError):
         failing.result()
     assert failing.status == "error"
@@ -307,9 +307,10 @@ def test_pooled_in_process_executor_holds_blas_to_one_thread_and_cancels_on_clos
         started.release()
         return gate.wait(10)
 
-    running = [ex.submit(busy, key=f"busy{i}") for i in range(2)]
+    running = [ex.submit(busy, key=f"busy{i}", pooled=True) for i in range(2)]
     assert started.acquire(timeout=10) and started.acquire(timeout=10)
-    queued = ex.submit(lambda: "ran", key="queued")
+    queued = ex.submit(lambda: "ran", key="queued", pooled=True)
+    assert ex.submit(threading.get_ident, key="here").result() == threading.get_ident()  # not pooled: at once, here
     opener = threading.Timer(0.3, gate.set)
     opener.start()
     t0 = time.perf_counter()

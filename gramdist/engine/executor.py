@@ -4,8 +4,8 @@ The engine's steps (:mod:`gramdist.engine.steps`) submit the functions of
 :mod:`gramdist.engine.tasks` through an :class:`Executor` and consume their results as they
 complete. :class:`DaskExecutor` wraps a ``distributed.Client``; :class:`InlineExecutor` runs
 the tasks in the calling process (no scheduler, no pickling), each at once when it is
-submitted or, given ``threads > 1``, in a pool of that many threads (every core of a laptop
-without a LocalCluster's start): what small inputs from Python want, since a 200-graph Gram
+submitted or, for tiles and given ``threads > 1``, in a pool of that many threads (every
+core of a laptop without a LocalCluster's start): what small inputs from Python want, since a 200-graph Gram
 is done before a LocalCluster has started. All follow the same sequence of steps, so a Gram
 is bitwise the same whichever runs it.
 """
@@ -32,9 +32,10 @@ class Executor:
         raise NotImplementedError
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: str, spread: bool = False,
-               retries: int = 0) -> Any:
+               retries: int = 0, pooled: bool = False) -> Any:
         """Run ``fn(*args)`` as a task named ``key``; futures among ``args`` are passed as their
-        results. ``spread`` asks for the next worker in turn (a soft hint)."""
+        results. ``spread`` asks for the next worker in turn (a soft hint); ``pooled`` says the
+        task's work mostly releases the GIL (a tile), so in process it may run in a thread."""
         raise NotImplementedError
 
     def put(self, value: Any, key: str) -> Any:
@@ -67,7 +68,7 @@ class DaskExecutor(Executor):
         return len(self.client.nthreads())
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: str, spread: bool = False,
-               retries: int = 0) -> Any:
+               retries: int = 0, pooled: bool = False) -> Any:
         kwargs: dict[str, Any] = {"key": key, "pure": False}
         if retries:
             kwargs["retries"] = retries
@@ -215,13 +216,20 @@ def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 
 class InlineExecutor(Executor):
-    """Tasks in this process: each at once when it is submitted, or in a pool of ``threads``.
+    """Tasks in this process: each at once when it is submitted, or, for a task submitted
+    ``pooled`` (a tile), in a pool of ``threads`` threads.
+
+    Only tiles go to the pool: their work (sparse and dense products, checksums, compression)
+    mostly releases the GIL, while most kernels' embeddings are many small Python-level calls
+    that two threads run slower than one (measured on NCI1: SVM-θ's embedding 1.9 s in one
+    thread, 3.3 s in two; the adaptive matching kernel's 44 s, 52 s). Fit and embeddings run at
+    their submit, in the calling thread, with BLAS as the process has it.
 
     Errors are kept in the future and raised by ``result()``, as Dask does, so the steps
     report a failing tile the same way. ``KeyboardInterrupt`` and ``SystemExit`` propagate.
 
-    With ``threads > 1`` the pool starts at the first task, and BLAS and OpenMP are held to
-    one thread each while it lives (what Dask's workers do too): the pool's threads are the
+    With ``threads > 1`` the pool starts at the first pooled task, and BLAS and OpenMP are
+    held to one thread each while it lives (what Dask's workers do too): the pool's threads are the
     parallelism, and a kernel's ``threadpool_limits(1)`` block in one thread can then never
     restore a larger count under another thread's block (the global limit they share).
     :meth:`close` waits for the running tasks, drops the queued ones and lifts the limit; the
@@ -240,8 +248,8 @@ class InlineExecutor(Executor):
         return 1
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: str, spread: bool = False,
-               retries: int = 0) -> InlineFuture | PooledFuture:
-        if self.threads > 1:
+               retries: int = 0, pooled: bool = False) -> InlineFuture | PooledFuture:
+        if pooled and self.threads > 1:
             return PooledFuture(key, self._started_pool().submit(_run, fn, args))
         try:
             values = [a.result() if isinstance(a, InlineFuture) else a for a in args]

@@ -10,8 +10,8 @@ computation of a given size, into an :class:`~gramdist.engine.executor.Executor`
 3. a scheduler named (``--scheduler``, ``cluster.scheduler``, ``$DASK_SCHEDULER_ADDRESS``) or
    ``cluster.jobqueue``: that cluster, connected for this computation.
 4. the active ``distributed.Client`` of the process (``with Client(): ...``), if any.
-5. ``in_process="auto"`` with no cluster size named (``cluster.n_workers``): this process (in a
-   pool of :func:`in_process_threads` threads, every core by default) when
+5. ``in_process="auto"`` with no cluster size named (``cluster.n_workers``): this process (its
+   tiles in a pool of :func:`in_process_threads` threads, every core by default) when
    the work is at most :data:`IN_PROCESS_MAX_ENTRIES` kernel values over at most
    :data:`IN_PROCESS_MAX_NODES` nodes — a LocalCluster would take longer to start than the
    work takes (measured here: NCI1's 4110 x 4110 WL Gram, h = 5, takes 0.7 s of CPU in process;

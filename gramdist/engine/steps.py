@@ -330,7 +330,7 @@ class _TileLoop:
         known, known_sum = self.sink.known(tl)
         spec = tasks.TileSpec(grid, tl, self.sink.target, plan.dtype, ids, known, known_sum)
         return self.ex.submit(tasks.tile_task, plan.kernel, self.state_f, emb.rows[i], emb.cols[j], d_rows, d_cols,
-                              spec, key=f"tile-{i}-{j}-{self.token}", retries=1)
+                              spec, key=f"tile-{i}-{j}-{self.token}", retries=1, pooled=True)
 
     def record(self, result: tuple[tuple[int, int], float, int, np.ndarray | None]) -> None:
         (i, j), _secs, checksum, block = result
