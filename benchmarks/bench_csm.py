@@ -36,7 +36,7 @@ from bench_graphlets import (  # noqa: E402
     run_external,
     run_gramdist,
 )
-from common import save, tile_set  # noqa: E402
+from common import save, this_command, tile_set  # noqa: E402
 
 GRAKEL_CSM = GRAKEL_PRELUDE + r"""
 from grakel.kernels import SubgraphMatching
@@ -105,7 +105,7 @@ def main() -> None:
             for v in args.variants:
                 rows.append(bench(ds, v, Path(tmp), args.grakel_timeout))
                 print(f"{ds} {v}: done", file=sys.stderr)
-    save("csm", {"command": "python benchmarks/bench_csm.py " + " ".join(sys.argv[1:]), "results": rows})
+    save("csm", {"command": this_command(), "results": rows})
     print_rows(rows)
 
 

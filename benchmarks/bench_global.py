@@ -42,7 +42,7 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import DATASET_TILES, gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+from common import DATASET_TILES, gramdist_cmd, last_json_line, run_measured, save, this_command  # noqa: E402
 
 KERNELS = {
     "wwl": {"name": "wwl", "h": 3, "gamma": 1.0, "node_features": "categorical", "psd_check": 0},
@@ -156,7 +156,7 @@ def main() -> None:
             for kernel in args.kernels:
                 rows.append(bench(ds, kernel, Path(tmp), args.limit_s))
                 print(f"{ds} {kernel}: done", file=sys.stderr)
-    save("global", {"command": "python benchmarks/bench_global.py " + " ".join(sys.argv[1:]), "results": rows})
+    save("global", {"command": this_command(), "results": rows})
     print("| dataset | kernel | tool | end to end (s) | kernel phase (s) | peak memory, all processes (MB) |")
     print("|---|---|---|---:|---:|---:|")
     for r in rows:

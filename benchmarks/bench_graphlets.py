@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+from common import ROOT, gramdist_cmd, last_json_line, run_measured, save, this_command  # noqa: E402
 
 #: GraKeL's graphs from a dataset: node labels, edge labels when ``edge_labels`` (else none)
 GRAKEL_PRELUDE = r"""
@@ -221,7 +221,7 @@ def main() -> None:
             for v in args.variants:
                 rows.append(bench(ds, v, Path(tmp), args.grakel_timeout, args.tudataset))
                 print(f"{ds} {v}: done", file=sys.stderr)
-    save("graphlets", {"command": "python benchmarks/bench_graphlets.py " + " ".join(sys.argv[1:]),
+    save("graphlets", {"command": this_command(),
                        "results": rows})
     print_rows(rows)
     print(json.dumps({"saved": str(ROOT / "benchmarks" / "results" / "graphlets.json")}))

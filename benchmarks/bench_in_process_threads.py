@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
-from common import gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+from common import gramdist_cmd, last_json_line, run_measured, save, this_command  # noqa: E402
 
 #: job file and --set overrides of each row (the NCI1 jobs of the README's kernel table)
 JOBS = {
@@ -85,7 +85,7 @@ def main() -> None:
         for kind in args.jobs:
             rows.append(bench(kind, args.repeats, Path(tmp)))
             print(f"{kind}: done", file=sys.stderr)
-    save("in_process_threads", {"command": "python benchmarks/bench_in_process_threads.py " + " ".join(sys.argv[1:]),
+    save("in_process_threads", {"command": this_command(),
                                 "results": rows})
     print("| kernel | one task at a time (s) | one thread per core (s) | speed-up | embed / tiles, one (s) |"
           " embed / tiles, pool (s) | peak MB, one / pool | same bits |")

@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+from common import ROOT, gramdist_cmd, last_json_line, run_measured, save, this_command  # noqa: E402
 
 # kernel -> job file, gramdist --set overrides, GraKeL class and parameters (normalize=True added),
 # GraKeL input form, whether the Grams must agree entry by entry
@@ -241,7 +241,7 @@ def main() -> None:
             for ds in datasets:
                 rows.append(bench(kernel, ds, Path(tmp), args.timeout))
                 print(f"{kernel} {ds}: done", file=sys.stderr)
-    save("label_kernels", {"command": "python benchmarks/bench_label_kernels.py " + " ".join(sys.argv[1:]),
+    save("label_kernels", {"command": this_command(),
                            "results": rows})
     print("| kernel | dataset | tool | end to end (s) | kernel phase (s) | peak memory, all processes (MB) |")
     print("|---|---|---|---:|---:|---:|")

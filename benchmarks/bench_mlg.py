@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+from common import gramdist_cmd, last_json_line, run_measured, save, this_command  # noqa: E402
 
 GRAKEL_SCRIPT = r"""
 import json, sys, time
@@ -173,7 +173,7 @@ def main() -> None:
         for ds in args.datasets:
             rows.append(bench(ds, args, Path(tmp)))
             print(f"{ds}: done", file=sys.stderr)
-    save("mlg", {"command": "python benchmarks/bench_mlg.py " + " ".join(sys.argv[1:]),
+    save("mlg", {"command": this_command(),
                  "load_average": list(os.getloadavg()), "results": rows})
     print("| dataset | tool | end to end (s) | CPU, all processes (s) | kernel phase (s) | "
           "peak memory, all processes (MB) | peak memory, largest process (MB) |")

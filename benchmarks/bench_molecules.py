@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+from common import gramdist_cmd, last_json_line, run_measured, save, this_command  # noqa: E402
 
 SETS = {
     "chembl_samples": ("chembl_samples.csv", {"column": "smiles"}),
@@ -177,7 +177,7 @@ def main() -> None:
     r = median(runs)
     r |= {"set": args.set, "h": args.h, "limit": args.limit, "repeats": args.repeats}
     name = f"molecules-{args.set}" + (f"-{args.limit}" if args.limit else "")
-    save(name, {"command": "python benchmarks/bench_molecules.py " + " ".join(sys.argv[1:]), "result": r,
+    save(name, {"command": this_command(), "result": r,
                 "runs": runs})
     g, k, run = r["gramdist"], r["grakel"], r["gramdist_run"]
     print(f"{args.set}: {g['n_graphs']} molecules, {g['n_nodes']} atoms, WL h={args.h}, "

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+from common import gramdist_cmd, last_json_line, run_measured, save, this_command  # noqa: E402
 
 GRAKEL_SCRIPT = r"""
 import json, sys, time
@@ -159,7 +159,7 @@ def main() -> None:
                 print(f"{ds} {kern}: done", file=sys.stderr, flush=True)
     cpu = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else None
-    save(args.name, {"command": "python benchmarks/bench_nspdk_odd.py " + " ".join(sys.argv[1:]),
+    save(args.name, {"command": this_command(),
                        "cpus": cpu, "loadavg_at_end": load, "results": rows})
     print("| dataset | kernel | gramdist end to end (s) | gramdist CPU (s) | peak MB (all processes) |"
           " GraKeL kernel phase (s) | GraKeL graphs | correlation of the Grams |")

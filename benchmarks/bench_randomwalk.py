@@ -41,7 +41,7 @@ from bench_graphlets import (  # noqa: E402
     run_external,
     run_gramdist,
 )
-from common import save, tile_set  # noqa: E402
+from common import save, this_command, tile_set  # noqa: E402
 
 GRAKEL_RW = GRAKEL_PRELUDE + r"""
 from grakel.kernels import RandomWalk, RandomWalkLabeled
@@ -114,7 +114,7 @@ def main() -> None:
             for v in args.variants:
                 rows.append(bench(ds, v, Path(tmp), args.grakel_timeout))
                 print(f"{ds} {v}: done", file=sys.stderr)
-    save("randomwalk", {"command": "python benchmarks/bench_randomwalk.py " + " ".join(sys.argv[1:]),
+    save("randomwalk", {"command": this_command(),
                         "results": rows})
     print_rows(rows)
 

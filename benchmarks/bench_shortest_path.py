@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+from common import ROOT, gramdist_cmd, last_json_line, run_measured, save, this_command  # noqa: E402
 
 ATTR_KERNELS = {"sp_attr", "hgk_sp", "hgk_wl"}
 
@@ -217,7 +217,7 @@ def main() -> None:
                 row["gramdist"]["end_to_end_s"] = float(np.median(row["gramdist"]["end_to_end_s_runs"]))
                 rows.append(row)
                 print(f"{kernel} {ds}: done", file=sys.stderr)
-    save("shortest_path", {"command": "python benchmarks/bench_shortest_path.py " + " ".join(sys.argv[1:]),
+    save("shortest_path", {"command": this_command(),
                            "results": rows})
     print("| kernel | dataset | gramdist end to end (s) | gramdist kernel phase (s) | GraKeL kernel phase (s) "
           "| speed-up (kernel phases) | max abs diff vs GraKeL | gramdist peak MB (all processes) |")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from common import RESULTS, save  # noqa: E402
+from common import RESULTS, save, this_command  # noqa: E402
 
 from gramdist.jobs import load_job  # noqa: E402
 from gramdist.stream.run import execute, plot_curves, validate_stream_job  # noqa: E402
@@ -74,7 +74,7 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     plot_curves(curves, png, title=f"NCI drift stream (NCI1, NCI109, both flipped), {args.kernel}, "
                                    f"budget {args.budget}")
-    save(tag, {"command": "python benchmarks/bench_stream.py " + " ".join(sys.argv[1:]), "results": rows,
+    save(tag, {"command": this_command(), "results": rows,
                "plot": str(png.relative_to(ROOT))})
     print("| learner | policy | mean AUROC (± sd) | s / example | examples / s | peak model size |"
           " stored examples / features |")

@@ -40,7 +40,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import grakel_labelled_graphs, last_json_line, run_measured, save  # noqa: E402
+from common import grakel_labelled_graphs, last_json_line, run_measured, save, this_command  # noqa: E402
 
 
 # ------------------------------------------------------------------ child processes
@@ -187,7 +187,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         small = [small_row(n, args.h, args.new, args.repeats, Path(tmp)) for n in args.small]
         large = [large_row(n, args.h, Path(tmp)) for n in args.large]
-    save("transformer", {"command": "python benchmarks/bench_transformer.py " + " ".join(sys.argv[1:]),
+    save("transformer", {"command": this_command(),
                          "small": small, "large": large})
     print("| dataset | call | gramdist (s), first / median | GraKeL (s), first / median | speed-up (medians) | "
           "max abs difference |")

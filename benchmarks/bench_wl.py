@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import gramdist_cmd, last_json_line, run_measured, save  # noqa: E402
+from common import gramdist_cmd, last_json_line, run_measured, save, this_command  # noqa: E402
 
 GRAKEL_SCRIPT = r"""
 import json, sys, time
@@ -110,7 +110,7 @@ def main() -> None:
         for ds in args.datasets:
             rows.append(median_run([bench(ds, args.h, Path(tmp)) for _ in range(args.repeats)]))
             print(f"{ds}: done", file=sys.stderr)
-    save("wl", {"command": "python benchmarks/bench_wl.py " + " ".join(sys.argv[1:]), "results": rows})
+    save("wl", {"command": this_command(), "results": rows})
     print("| dataset | tool | end to end (s) | kernel phase (s) | peak memory, all processes (MB) | peak memory, largest process (MB) |")
     print("|---|---|---:|---:|---:|---:|")
     for r in rows:

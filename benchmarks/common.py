@@ -85,6 +85,11 @@ def tile_set(dataset: str) -> list[str]:
     return [f"gram.tile_size={DATASET_TILES[dataset]}"] if dataset in DATASET_TILES else []
 
 
+def this_command() -> str:
+    """The command line that runs this benchmark, as its results record it."""
+    return " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+
+
 def save(name: str, payload: dict) -> Path:
     """``benchmarks/results/<name><$GRAMDIST_BENCH_SUFFIX>.json``: the suffix keeps a partial
     rerun (another dataset, one variant) from replacing the file that BENCHMARKS.md cites."""

@@ -126,8 +126,7 @@ def rows_to_csr(indptr: np.ndarray, keys: np.ndarray, values: np.ndarray, column
     hit = columns[pos] == keys if len(columns) else np.zeros(len(keys), bool)
     if not hit.all():
         rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))[hit]
-        indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+        indptr = group_offsets(rows, n)
         pos, values = pos[hit], values[hit]
     idx_dtype = np.int32 if len(columns) < 2**31 and len(pos) < 2**31 else np.int64
     m = sp.csr_matrix((values, pos.astype(idx_dtype), indptr.astype(idx_dtype)), shape=(n, len(columns)))

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from gramdist.arrayops import ranges
+from gramdist.arrayops import group_offsets, ranges
 
 
 @dataclass(frozen=True, eq=False)
@@ -206,9 +206,7 @@ class GraphBatch:
                 order = np.argsort(src * np.int64(self.n_nodes) + dst, kind="stable")
             else:
                 order = np.lexsort((dst, src))
-            indptr = np.zeros(self.n_nodes + 1, dtype=np.int64)
-            np.cumsum(np.bincount(src, minlength=self.n_nodes), out=indptr[1:])
-            self._cache["arcs"] = (indptr, dst[order], ids[order])
+            self._cache["arcs"] = (group_offsets(src, self.n_nodes), dst[order], ids[order])
         return self._cache["arcs"]
 
     # ------------------------------------------------------------ slicing

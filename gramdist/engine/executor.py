@@ -170,6 +170,10 @@ class PooledFuture:
     def release(self) -> None:
         pass  # the pool keeps no reference once the task is done; the window drops its own
 
+    def when_done(self, fn: Callable[[PooledFuture], None]) -> None:
+        """Call ``fn(self)`` once the task has finished (at once if it has)."""
+        self._future.add_done_callback(lambda _: fn(self))
+
 
 class _PooledCompleted:
     """``as_completed`` over pooled (or finished inline) futures: completion order."""
@@ -185,7 +189,7 @@ class _PooledCompleted:
         if isinstance(future, InlineFuture):
             self._done.put(future)
         else:
-            future._future.add_done_callback(lambda _, f=future: self._done.put(f))
+            future.when_done(self._done.put)
 
     def update(self, futures: Iterable[PooledFuture | InlineFuture]) -> None:
         for f in futures:
@@ -196,14 +200,16 @@ class _PooledCompleted:
 
     def __iter__(self) -> Iterator[PooledFuture | InlineFuture]:
         while self._waiting and not self._cleared:
-            while True:
-                try:  # a timeout keeps the wait interruptible (Ctrl-C)
-                    fut = self._done.get(timeout=0.2)
-                    break
-                except queue.Empty:
-                    continue
+            fut = self._next_done()
             self._waiting -= 1
             yield fut
+
+    def _next_done(self) -> PooledFuture | InlineFuture:
+        while True:  # short timeouts keep the wait interruptible (Ctrl-C)
+            try:
+                return self._done.get(timeout=0.2)
+            except queue.Empty:
+                pass
 
 
 def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -252,8 +258,7 @@ class InlineExecutor(Executor):
         if pooled and self.threads > 1:
             return PooledFuture(key, self._started_pool().submit(_run, fn, args))
         try:
-            values = [a.result() if isinstance(a, InlineFuture) else a for a in args]
-            return InlineFuture(key, fn(*values))
+            return InlineFuture(key, _run(fn, args))
         except Exception as exc:  # noqa: BLE001 - kept for result(), like a Dask future
             exc.__traceback__ = sys.exc_info()[2]
             return InlineFuture(key, error=exc)
