@@ -364,3 +364,29 @@ def test_in_process_phases_count_every_tile_as_a_tile(mutag, dataset_dir, monkey
     assert len(plan.grid.tiles()) == 10
     assert plan.timings["tiles_s"] >= 10 * 0.3 * 0.95
     assert plan.timings["embed_s"] < 4 * 0.3  # not the window's first four tiles
+
+
+def test_auto_placement_weighs_nodes_by_the_kernel(mutag, monkeypatch):
+    """``in_process: auto`` counts a node as the kernel's ``node_weight``: WL keeps NCI1-sized
+    work in this process, Lovász θ (an SDP per graph, GIL held) sends even MUTAG to worker
+    processes, and the random walk weighs more only where its tiles solve product systems."""
+    from gramdist.engine.placement import IN_PROCESS_MAX_NODES
+    from gramdist.engine.plan import plan_gram
+    from gramdist.engine.runner import plan_nodes
+    from gramdist.kernels import make_kernel
+
+    def nodes(kernel):
+        return plan_nodes(plan_gram(kernel, mutag, fit=FitSpec(seed=0), gram=GramSpec(tile_size=64)))
+
+    wl = nodes(WLSubtreeKernel(3))
+    assert wl == mutag.n_nodes
+    assert nodes(make_kernel("lovasz_theta")) == 100 * mutag.n_nodes > IN_PROCESS_MAX_NODES
+    assert nodes(make_kernel("random_walk", kind="geometric")) == 10 * mutag.n_nodes
+    assert nodes(make_kernel("random_walk", kind="p_step")) == mutag.n_nodes
+    assert nodes(make_kernel("random_walk", kind="p_step", solver="product")) == 10 * mutag.n_nodes
+    import gramdist.engine.placement as placement
+
+    monkeypatch.setattr(placement, "_active_client", lambda: None)  # other tests' client may be active
+    auto = Placement()
+    assert auto.runs_here(mutag.n_graphs ** 2, wl)
+    assert not auto.runs_here(mutag.n_graphs ** 2, nodes(make_kernel("lovasz_theta")))

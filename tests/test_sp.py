@@ -175,6 +175,60 @@ def test_grouping_and_source_blocks_give_the_same_features(max_pairs, group_node
     assert np.array_equal(whole.keys, split.keys) and np.array_equal(whole.values, split.values)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_seidel_distances_equal_breadth_first_search(seed):
+    """Seidel's algorithm on stacks of padded graphs (isolated nodes, several components,
+    self-loops, paths with the largest diameter a size allows) against SciPy's BFS."""
+    from scipy.sparse.csgraph import shortest_path
+
+    from gramdist.kernels.allpairs import padded_adjacency, seidel_distances
+
+    rng = np.random.default_rng(seed)
+    sizes = [1, 2, 64, 63, 17] + [int(x) for x in rng.integers(1, 65, size=20)]
+    edges = [np.array([[i, i + 1] for i in range(sizes[2] - 1)] if k == 2 else
+                      rng.integers(0, n, size=(int(rng.integers(0, 2 * n)), 2))).reshape(-1, 2)
+             for k, n in enumerate(sizes)]
+    graphs = GraphBatch.from_graphs(edges, sizes)
+    for n_pad in (64, 72):
+        dist = seidel_distances(padded_adjacency(graphs, np.arange(len(sizes)), n_pad))
+        for g, n in enumerate(sizes):
+            a = np.zeros((n, n))
+            a[edges[g][:, 0], edges[g][:, 1]] = a[edges[g][:, 1], edges[g][:, 0]] = 1
+            ref = shortest_path(a, unweighted=True, directed=False)
+            ref[~np.isfinite(ref)] = 0
+            assert np.array_equal(dist[g, :n, :n], ref)
+            assert not dist[g, n:].any() and not dist[g, :, n:].any()
+    assert dist[2, 0, 63] == 63  # the 64-node path
+
+
+@pytest.mark.parametrize("seidel_max,max_pairs", [(0, 1 << 22), (64, 1 << 22), (64, 300), (16, 2000)])
+def test_small_graph_stacks_and_source_blocks_count_the_same(seidel_max, max_pairs, monkeypatch):
+    """The counts of small graphs (Seidel, in windows of ``max_pairs`` padded entries) and of
+    larger ones (BFS by source rows) agree, however graphs are windowed and stacked."""
+    import gramdist.kernels.allpairs as paths
+
+    graphs = random_graphs(60, 9, max_nodes=90)
+    labels = [graphs.node_labels, None]
+    monkeypatch.setattr(paths, "SEIDEL_MAX_NODES", 0)
+    whole = paths.labelled_distance_counts(graphs, labels)
+    monkeypatch.setattr(paths, "SEIDEL_MAX_NODES", seidel_max)
+    monkeypatch.setattr(paths, "SEIDEL_STACK_ENTRIES", 5000)
+    split = paths.labelled_distance_counts(graphs, labels, max_pairs)
+
+    def counted(piece):
+        out = Counter()
+        for row in zip(*(c.tolist() for c in piece)):
+            out[row[:4]] += row[4]
+        return out
+
+    for a, b in zip(whole, split):
+        assert counted(a) == counted(b)
+    closed = 0  # no piece may name a graph that an earlier piece declared complete
+    for complete, _, piece in paths.iter_labelled_distance_counts(graphs, labels, max_pairs):
+        closed = max(closed, complete)
+        assert len(piece[0]) == 0 or piece[0].min() >= closed
+
+
 # ---------------------------------------------------------------- GraKeL
 @pytest.mark.parametrize("name", ["MUTAG", "PTC_MR", "ENZYMES"])
 @pytest.mark.parametrize("with_labels", [True, False])

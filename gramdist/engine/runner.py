@@ -177,13 +177,16 @@ def nodes_to_embed(plan: GramPlan, embeddings: Any) -> int:
     graphs (an append's old graphs) is read back, so it weighs nothing in the placement."""
     if embeddings is None or not plan.kernel.embedding_worth_keeping:
         return plan_nodes(plan)
-    return sum(int(getattr(chunk, "n_nodes", 0)) for tag, chunk in steps.embedded_chunks(plan)
-               if not embeddings.keeps(tag, chunk.checksum()))
+    nodes = sum(int(getattr(chunk, "n_nodes", 0)) for tag, chunk in steps.embedded_chunks(plan)
+                if not embeddings.keeps(tag, chunk.checksum()))
+    return int(nodes * plan.kernel.node_weight)
 
 
 def plan_nodes(plan: GramPlan) -> int:
-    """Nodes of the graphs a plan embeds (0 when not known: a dataset generated chunk by chunk)."""
-    return sum(int(getattr(b, "n_nodes", 0)) for b in ((plan.cols,) if plan.symmetric else (plan.rows, plan.cols)))
+    """Nodes of the graphs a plan embeds (0 when not known: a dataset generated chunk by chunk),
+    each weighed by the kernel's ``node_weight``: what the placement's in-process limit counts."""
+    nodes = sum(int(getattr(b, "n_nodes", 0)) for b in ((plan.cols,) if plan.symmetric else (plan.rows, plan.cols)))
+    return int(nodes * plan.kernel.node_weight)
 
 
 def _entries_left(store: GramStore) -> int:

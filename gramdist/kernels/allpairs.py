@@ -18,6 +18,13 @@ Counting ``(label(u), label(v), d)`` needs no list of pairs: with per-graph dens
 a pair's code is a row term plus a column term plus the distance, summed over a whole block
 by one broadcast addition and counted by one ``bincount`` (:func:`labelled_distance_counts`).
 SciPy's search (about 100 ns per node pair) dominates large graphs such as D&D's.
+
+Counting (:func:`iter_labelled_distance_counts`) takes graphs of at most ``SEIDEL_MAX_NODES``
+nodes another way: padded to a multiple of 8 nodes and stacked, a few dozen at a time, their
+distances come from Seidel's algorithm (:func:`seidel_distances`: about log2(diameter) pairs
+of batched dense products in float32, exact for these sizes), and every pair of a run of such
+graphs is coded and counted at once. On NCI1 (4,110 graphs, at most 111 nodes) that takes the
+distances from 0.37 s to about 0.2 s and the counting from 0.23 s to about 0.05 s.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
 
+from gramdist.arrayops import ranges
 from gramdist.graphs import GraphBatch
 
 #: entries of distance rows handled in one piece (a few tens of MB of temporaries)
@@ -121,13 +129,19 @@ def distance_blocks(graphs: GraphBatch, max_pairs: int = MAX_PAIRS) -> Iterator[
                 yield DistanceBlock(s, s, dist)
             g = last
             continue
-        adj = local_adjacency(graphs, g)
-        s = int(starts[g])
-        for a, b in source_blocks(n, max_pairs):
-            dist = distance_rows(adj, np.arange(a, b))
-            dist[np.arange(b - a), np.arange(a, b)] = np.inf
-            yield DistanceBlock(s + a, s, dist)
+        yield from graph_distance_blocks(graphs, g, max_pairs)
         g += 1
+
+
+def graph_distance_blocks(graphs: GraphBatch, g: int, max_pairs: int = MAX_PAIRS) -> Iterator[DistanceBlock]:
+    """The distances of graph ``g`` alone, in blocks of source rows of about ``max_pairs`` entries."""
+    adj = local_adjacency(graphs, g)
+    n = int(graphs.nodes_per_graph[g])
+    s = int(graphs.node_offsets[g] - graphs.node_offsets[0])
+    for a, b in source_blocks(n, max_pairs):
+        dist = distance_rows(adj, np.arange(a, b))
+        dist[np.arange(b - a), np.arange(a, b)] = np.inf
+        yield DistanceBlock(s + a, s, dist)
 
 
 def pair_pieces(graphs: GraphBatch, max_pairs: int = MAX_PAIRS) -> Iterator[PairPiece]:
@@ -266,59 +280,196 @@ def labelled_distance_counts(graphs: GraphBatch, label_sets: list[np.ndarray | N
     return result
 
 
+@dataclass
+class _Coding:
+    """One labelling's per-graph dense label codes (see :func:`local_codes`); ``table`` None: no
+    labels (every node code 0, one code per graph)."""
+
+    code: np.ndarray
+    n_codes: np.ndarray
+    table: np.ndarray | None
+    cum: np.ndarray | None
+
+    @classmethod
+    def of(cls, graphs: GraphBatch, labels: np.ndarray | None) -> _Coding:
+        if labels is None:
+            return cls(np.zeros(graphs.n_nodes, np.int64), np.ones(len(graphs), np.int64), None, None)
+        code, n_codes, table = local_codes(graphs, np.asarray(labels))
+        return cls(code, n_codes, table, np.concatenate([[0], np.cumsum(n_codes)]))
+
+    def spaces(self, gs: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """(len(gs) + 1,) offsets of the graphs' code spaces ``L_g² · n_g``, one after the other."""
+        return np.concatenate([[0], np.cumsum(self.n_codes[gs] * self.n_codes[gs] * sizes[gs])])
+
+    def decoded(self, values: np.ndarray, off: np.ndarray, gs: np.ndarray, sizes: np.ndarray
+                ) -> tuple[np.ndarray, ...]:
+        """``(graph, label_u, label_v, d, count)`` of the pair codes ``values`` (offsets ``off``
+        over the graphs ``gs``), counted."""
+        nz, cnt = _count_block(values, int(off[-1]))
+        p = np.searchsorted(off, nz, side="right") - 1
+        rem = nz - off[p]
+        g = gs[p]
+        n = sizes[g]
+        d = rem % n
+        if self.table is None:
+            z = np.zeros(len(g), np.int64)
+            return g, z, z, d, cnt
+        t = rem // n
+        L = self.n_codes[g]
+        return g, self.table[self.cum[g] + t // L], self.table[self.cum[g] + t % L], d, cnt
+
+
 def iter_labelled_distance_counts(graphs: GraphBatch, label_sets: list[np.ndarray | None],
                                   max_pairs: int = MAX_PAIRS) -> Iterator[tuple[int, int, tuple[np.ndarray, ...]]]:
-    """The pieces of :func:`labelled_distance_counts` as they are counted, distance block by
-    distance block: ``(complete, i, (graph, label_u, label_v, d, count))`` for labelling ``i``,
-    where every graph below ``complete`` has had all its pieces before this one (blocks go
-    graph after graph; the last graphs are complete when the iteration ends).
+    """The pieces of :func:`labelled_distance_counts` as they are counted:
+    ``(complete, i, (graph, label_u, label_v, d, count))`` for labelling ``i``, where every
+    graph below ``complete`` has had all its pieces before this one (pieces go graph after
+    graph; the last graphs are complete when the iteration ends).
 
-    Each block of distances is counted without listing its pairs: with per-graph dense label
-    codes ``c`` (``L_g`` of them) the code of a pair is
-    ``off_g + (c(u)·L_g + c(v))·n_g + d`` = a row term + a column term + the distance, so one
-    broadcast addition over the block and one ``bincount`` (or a sort, for large code spaces
-    such as late WL labels) count it.
+    Pairs are counted without listing them: with per-graph dense label codes ``c`` (``L_g`` of
+    them) the code of a pair is ``off_g + (c(u)·L_g + c(v))·n_g + d``, so one broadcast
+    addition and one ``bincount`` (or a sort, for large code spaces such as late WL labels)
+    count a whole run of small graphs (:func:`seidel_distances`) or a block of source rows of
+    a larger graph. Counts are exact integers, so how graphs are grouped never shows.
     """
     sizes = graphs.nodes_per_graph
-    node_graph = graphs.node_graph
-    prepared = []
-    for labels in label_sets:
-        if labels is None:
-            prepared.append((np.zeros(graphs.n_nodes, np.int64), np.ones(len(graphs), np.int64), None, None))
-            continue
-        code, n_codes, table = local_codes(graphs, np.asarray(labels))
-        prepared.append((code, n_codes, table, np.concatenate([[0], np.cumsum(n_codes)])))
-    for block in distance_blocks(graphs, max_pairs):
-        k, c = block.dist.shape
-        rows = np.arange(block.row0, block.row0 + k)
-        cols = np.arange(block.col0, block.col0 + c)
-        finite = np.isfinite(block.dist)
-        dist = block.dist[finite].astype(np.int64)
-        rg, cg = node_graph[rows], node_graph[cols]
-        g0 = int(rg[0])
-        gs = np.arange(g0, int(cg[-1]) + 1)
-        complete = g0  # blocks go graph after graph: every graph before this block's is done
-        for i, (code, n_codes, table, cum) in enumerate(prepared):
-            space = n_codes[gs] * n_codes[gs] * sizes[gs]
-            off = np.concatenate([[0], np.cumsum(space)])
-            rterm = off[rg - g0] + code[rows] * n_codes[rg] * sizes[rg]
-            cterm = code[cols] * sizes[cg]
-            vals = np.add.outer(rterm, cterm)[finite] + dist
-            nz, cnt = _count_block(vals, int(off[-1]))
-            p = np.searchsorted(off, nz, side="right") - 1
-            rem = nz - off[p]
-            g = gs[p]
-            n = sizes[g]
-            d = rem % n
-            if table is None:
-                z = np.zeros(len(g), np.int64)
-                yield complete, i, (g, z, z, d, cnt)
-                continue
-            t = rem // n
-            L = n_codes[g]
-            yield complete, i, (g, table[cum[g] + t // L], table[cum[g] + t % L], d, cnt)
+    codings = [_Coding.of(graphs, labels) for labels in label_sets]
+    small = sizes <= SEIDEL_MAX_NODES
+    held = np.concatenate([[0], np.cumsum(np.where(small, _padded(sizes) ** 2, 0))])
+    g, n_graphs = 0, len(graphs)
+    while g < n_graphs:
+        # a window of consecutive graphs with at most max_pairs padded entries of small ones (or
+        # one graph): its small graphs first, in one piece, then its larger ones block by block
+        last = min(n_graphs, max(g + 1, int(np.searchsorted(held, held[g] + max_pairs, side="right")) - 1))
+        gs = np.arange(g, last)
+        ids = gs[small[gs]]
+        if len(ids):
+            dist = [(b, seidel_distances(padded_adjacency(graphs, b, n_pad)))
+                    for n_pad, b in _size_buckets(ids, sizes[ids])]
+            for i, coding in enumerate(codings):
+                yield g, i, _small_counts(graphs, ids, dist, coding)
+        for h in gs[~small[gs]]:
+            for block in graph_distance_blocks(graphs, int(h), max_pairs):
+                for i, coding in enumerate(codings):
+                    yield int(h), i, _block_counts(graphs, block, coding)
+        g = last
 
 
-__all__ = ["MAX_PAIRS", "GROUP_NODES", "DistanceBlock", "distance_blocks", "PairPiece", "pair_pieces", "local_adjacency", "distance_rows", "source_blocks",
+def _block_counts(graphs: GraphBatch, block: DistanceBlock, coding: _Coding) -> tuple[np.ndarray, ...]:
+    """The counted pairs of one :class:`DistanceBlock`."""
+    sizes, node_graph = graphs.nodes_per_graph, graphs.node_graph
+    k, c = block.dist.shape
+    rows = np.arange(block.row0, block.row0 + k)
+    cols = np.arange(block.col0, block.col0 + c)
+    finite = np.isfinite(block.dist)
+    rg, cg = node_graph[rows], node_graph[cols]
+    g0 = int(rg[0])
+    gs = np.arange(g0, int(cg[-1]) + 1)
+    off = coding.spaces(gs, sizes)
+    rterm = off[rg - g0] + coding.code[rows] * coding.n_codes[rg] * sizes[rg]
+    cterm = coding.code[cols] * sizes[cg]
+    values = np.add.outer(rterm, cterm)[finite] + block.dist[finite].astype(np.int64)
+    return coding.decoded(values, off, gs, sizes)
+
+
+def _small_counts(graphs: GraphBatch, gs: np.ndarray, dist: list[tuple[np.ndarray, np.ndarray]],
+                  coding: _Coding) -> tuple[np.ndarray, ...]:
+    """The counted pairs of the small graphs ``gs`` (increasing), whose distances ``dist`` come
+    in stacks ``(graph ids, (B, n, n) distances, 0 = no pair)``."""
+    sizes = graphs.nodes_per_graph
+    base = graphs.node_offsets[0]
+    off = coding.spaces(gs, sizes)
+    parts = []
+    for ids, d in dist:
+        n_pad = d.shape[1]
+        n, L = sizes[ids], coding.n_codes[ids]
+        local = np.arange(n_pad)
+        real = local[None, :] < n[:, None]
+        nodes = np.where(real, graphs.node_offsets[ids][:, None] - base + local[None, :], 0)
+        code = np.where(real, coding.code[nodes], 0)  # (B, n_pad)
+        row = (off[np.searchsorted(gs, ids)][:, None] + code * (L * n)[:, None])[:, :, None]
+        col = (code * n[:, None])[:, None, :]
+        pair = d > 0
+        parts.append((row + col)[pair] + d[pair].astype(np.int64))
+    return coding.decoded(np.concatenate(parts), off, gs, sizes)
+
+
+#: graphs of at most this many nodes get their distances from :func:`seidel_distances`
+SEIDEL_MAX_NODES = 64
+#: padded entries of one stack of graphs in :func:`seidel_distances` (a few hundred KB per
+#: float32 array, so the products and comparisons stay in cache)
+SEIDEL_STACK_ENTRIES = 1 << 16
+
+
+def _padded(n: np.ndarray) -> np.ndarray:
+    """Nodes of graphs of ``n`` nodes once padded for :func:`seidel_distances`."""
+    return np.maximum(8, -(-n // 8) * 8)
+
+
+def _size_buckets(gs: np.ndarray, n: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """``(padded size, graph ids)`` stacks of the graphs ``gs`` (sizes ``n``), at most
+    :data:`SEIDEL_STACK_ENTRIES` padded entries each (at least one graph)."""
+    pads = _padded(n)
+    for n_pad in np.unique(pads):
+        ids = gs[pads == n_pad]
+        step = max(1, SEIDEL_STACK_ENTRIES // int(n_pad) ** 2)
+        for a in range(0, len(ids), step):
+            yield int(n_pad), ids[a:a + step]
+
+
+def padded_adjacency(graphs: GraphBatch, ids: np.ndarray, n_pad: int) -> np.ndarray:
+    """(len(ids), n_pad, n_pad) float32 0/1 symmetric adjacency of the graphs ``ids`` (local
+    node indices; nodes ``n_g..n_pad-1`` are isolated padding), zero diagonal."""
+    adj = np.zeros((len(ids), n_pad, n_pad), np.float32)
+    lo = graphs.edge_offsets[ids] - graphs.edge_offsets[0]
+    counts = graphs.edges_per_graph[ids]
+    e = graphs.edges[ranges(lo, counts)].astype(np.int64)
+    b = np.repeat(np.arange(len(ids)), counts)
+    adj[b, e[:, 0], e[:, 1]] = 1
+    adj[b, e[:, 1], e[:, 0]] = 1
+    diag = np.arange(n_pad)
+    adj[:, diag, diag] = 0  # self-loops do not change a distance
+    return adj
+
+
+def seidel_distances(adj: np.ndarray) -> np.ndarray:
+    """Hop distances of a stack of small undirected graphs by Seidel's algorithm.
+
+    ``adj`` (B, n, n) float32 0/1 symmetric adjacency with a zero diagonal. Returns (B, n, n)
+    float32 distances, 0 on the diagonal and between nodes of different components.
+
+    Seidel (1995), unrolled: ``R_0 = A + I`` and ``R_{l+1} = [R_l R_l > 0]`` (reach within
+    2^(l+1) hops) until nothing changes (``R_L``: each component a clique, distance 1 in the
+    graph of ``R_L - I``); then, back down, ``D_l = 2 D_{l+1} - [D_{l+1} R_l < D_{l+1} ∘ 1ᵀR_l]``
+    (a pair's distance is odd exactly when some neighbour of its end is closer in the
+    half-distance, Seidel's lemma, written with ``R_l = A_l + I``). Pairs of different
+    components keep 0 at every level (no path, no term), so the algorithm needs no connected
+    graph. Every value is an integer below 2^24: float32 products are exact.
+    """
+    n = adj.shape[1]
+    diag = np.arange(n)
+    reach = adj.copy()
+    reach[:, diag, diag] = 1
+    levels = [reach]
+    count = np.count_nonzero(reach)
+    while True:
+        wider = np.matmul(reach, reach) > 0.5
+        now = np.count_nonzero(wider)
+        if now == count:
+            break
+        reach, count = wider.astype(np.float32), now
+        levels.append(reach)
+    dist = levels.pop().copy()
+    dist[:, diag, diag] = 0
+    for reach in reversed(levels):
+        closer = np.matmul(dist, reach) < dist * reach.sum(axis=1)[:, None, :]
+        dist *= 2
+        dist -= closer
+    return dist
+
+
+__all__ = ["MAX_PAIRS", "GROUP_NODES", "SEIDEL_MAX_NODES", "DistanceBlock", "distance_blocks", "graph_distance_blocks",
+           "PairPiece", "pair_pieces", "local_adjacency", "distance_rows", "source_blocks", "padded_adjacency",
+           "seidel_distances",
            "local_codes", "count_codes", "labelled_distance_counts",
            "iter_labelled_distance_counts"]

@@ -124,6 +124,12 @@ class GraphKernel:
     #: False where embedding a chunk costs no more than reading it back (a count in one pass over
     #: the labels: a few milliseconds per thousand graphs, as long as opening the kept arrays)
     embedding_worth_keeping: ClassVar[bool] = True
+    #: what one node of a graph weighs against ``in_process: auto``'s limit of nodes (see
+    #: ``gramdist.engine.placement``): 1 where the work per node is microseconds, or runs in
+    #: compiled code outside the GIL (a pool of threads shares it); more where embeddings or
+    #: tiles hold the GIL for far longer (an SDP per graph, a linear system per pair), so that
+    #: a batch worth more than a few seconds of such work gets worker processes, not one core
+    node_weight: float = 1.0
 
     # ------------------------------------------------------------ params
     @classmethod

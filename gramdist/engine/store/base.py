@@ -221,6 +221,23 @@ def sync_tree(folder: Any, files: bool = True, durable: tuple[str, ...] = ()) ->
             os.close(fd)
 
 
+def sync_files(folder: Any, names: list[str]) -> None:
+    """``fsync`` the files ``names`` (relative to ``folder``) where they exist: a tile task
+    syncs its own chunks while other tiles compute, so that :func:`sync_tree` at completion
+    finds them clean (NCI1's 16 chunks of 8 MB: 77 ms dirty, 1.4 ms clean, in one thread)."""
+    if not isinstance(folder, (str, os.PathLike)):
+        return  # an object store: durable once its PUT returned
+    for name in names:
+        try:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def disk_bytes(location: Location) -> int:
     """Bytes the store takes on disk (its files' sizes)."""
     return location.total_bytes()

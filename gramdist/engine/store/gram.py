@@ -35,6 +35,7 @@ from gramdist.engine.store.base import (
     prepare_location,
     present,
     read_array,
+    sync_files,
     sync_tree,
     zarr,
 )
@@ -303,8 +304,11 @@ class TileTarget:
         (r0, r1), (c0, c1) = grid.row_range(tile[0]), grid.col_range(tile[1])
         gram = self.array()
         gram[r0:r1, c0:c1] = block
+        chunks = [tile]
         if grid.symmetric and tile[0] != tile[1]:
             gram[c0:c1, r0:r1] = block.T
+            chunks.append(tile[::-1])
+        sync_files(folder_of(gram), [gram.metadata.encode_chunk_key(c) for c in chunks])
         return tile_checksum(block, self.checksum_format)
 
 
