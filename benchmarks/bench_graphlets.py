@@ -221,10 +221,9 @@ def main() -> None:
             for v in args.variants:
                 rows.append(bench(ds, v, Path(tmp), args.grakel_timeout, args.tudataset))
                 print(f"{ds} {v}: done", file=sys.stderr)
-    save("graphlets", {"command": this_command(),
-                       "results": rows})
+    saved = save("graphlets", {"command": this_command(), "results": rows})
     print_rows(rows)
-    print(json.dumps({"saved": str(ROOT / "benchmarks" / "results" / "graphlets.json")}))
+    print(json.dumps({"saved": str(saved)}))
 
 
 if __name__ == "__main__":

@@ -119,13 +119,18 @@ class GraphTransformerBase(TransformerMixin, BaseEstimator):
 
         return Placement(client=self.client, in_process=self.in_process, shared=True)
 
-    def _executor(self, n_entries: int) -> Any:
-        """An executor for ``n_entries`` kernel values, the kernel's code imported on its workers
-        (the placement's executors of a Python front end outlive the call: nothing to close)."""
+    def _executor(self, n_entries: int, *graphs: GraphBatch) -> Any:
+        """An executor for ``n_entries`` kernel values over ``graphs``, the kernel's code imported
+        on its workers (the placement's executors of a Python front end outlive the call:
+        nothing to close)."""
         from gramdist.engine.runner import warm
 
-        with self._placement().executor(n_entries) as ex:
+        with self._placement().executor(n_entries, n_nodes=self._weighted_nodes(*graphs)) as ex:
             return warm(ex, type(self.kernel_).__module__)
+
+    def _weighted_nodes(self, *graphs: GraphBatch) -> int:
+        """The nodes of ``graphs`` as the placement counts them (the kernel's ``node_weight`` each)."""
+        return int(sum(int(getattr(g, "n_nodes", 0)) for g in graphs) * self.kernel_.node_weight)
 
     def _spec(self, batch: GraphBatch) -> dict[str, Any]:
         return {"python": batch.name or "graphs"}
@@ -286,7 +291,7 @@ class GramTransformer(GraphTransformerBase):
 
         self._begin_fit(X, y)
         plan = self._plan(self.train_)
-        ex = self._executor(self.n_train_ ** 2)
+        ex = self._executor(self.n_train_ ** 2, self.train_)
         # the training graphs' embeddings are kept for transform where they are plain values:
         # in this process (a cluster's futures would not outlive its client) and not for a store
         keep = isinstance(ex, InlineExecutor) and self.store is None
@@ -356,18 +361,18 @@ class GramTransformer(GraphTransformerBase):
         self._check_params()
         batch = self._read_training(X, y)
         self.train_ = batch
-        self.tile_size_ = self._tile(len(batch))
+        self.tile_size_ = self._tile(len(batch), self._weighted_nodes(batch))
 
     def _check_params(self) -> None:
         if self.tile_size is not None and not _positive_int(self.tile_size):
             raise ValueError(f"tile_size must be a positive integer or None, got {self.tile_size!r}")
         self._check_common_params()
 
-    def _tile(self, n_train: int) -> int:
+    def _tile(self, n_train: int, n_nodes: int = 0) -> int:
         if self.tile_size is not None:
             return int(self.tile_size)
         # the tile follows the training graphs only, so every transform can reuse fit's chunks
-        in_process = self.store is None and self._placement().runs_here(n_train ** 2)
+        in_process = self.store is None and self._placement().runs_here(n_train ** 2, n_nodes)
         if not in_process:
             return -(-n_train // -(-n_train // _CLUSTER_TILE))  # ceil(n / ceil(n / cap)): equal tiles, none tiny
         from gramdist.engine.placement import in_process_threads
@@ -389,7 +394,7 @@ class GramTransformer(GraphTransformerBase):
         from gramdist.engine.runner import compute_in_memory
 
         plan = self._plan(self.train_, None if symmetric else rows)
-        ex = self._executor(plan.grid.n_rows * plan.grid.n_cols)
+        ex = self._executor(plan.grid.n_rows * plan.grid.n_cols, self.train_, *(() if symmetric else (rows,)))
         inline = isinstance(ex, InlineExecutor)
         result = compute_in_memory(ex, plan, state=self.state_, context=self._context(),
                                    cache=getattr(self, "_cache", None) if inline else None)

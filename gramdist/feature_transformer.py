@@ -255,7 +255,7 @@ class FeatureTransformer(GraphTransformerBase):
         if self.store is not None:
             return self._fit_store(plan)
         context = self._context()
-        ex = self._executor(self._work(len(batch), fit=True))
+        ex = self._executor(self._work(len(batch), fit=True), batch)
         self.state_ = fit_in_memory(ex, plan.gram, context=context)
         if spec is not None:
             state_f = ex.put(self.state_, key="state")
@@ -292,7 +292,7 @@ class FeatureTransformer(GraphTransformerBase):
 
         from gramdist.engine.featurize import features_in_memory
 
-        parts = features_in_memory(self._executor(work), plan, batch, self.state_, self.nystroem_, self._context(),
+        parts = features_in_memory(self._executor(work, batch), plan, batch, self.state_, self.nystroem_, self._context(),
                                    self.chunk_size)
         counts: Counter = Counter()
         for part in parts:

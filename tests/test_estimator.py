@@ -361,3 +361,25 @@ def test_every_kernel_clones_as_a_nested_estimator():
         copy = clone(GramTransformer(kernel))
         assert copy.kernel is not kernel and copy.kernel.get_params() == kernel.get_params(), name
         assert f"kernel__{kernel.param_names()[0]}" in copy.get_params(deep=True), name
+
+
+def test_front_ends_weigh_nodes_by_the_kernel_like_the_cli(monkeypatch):
+    """GramTransformer and FeatureTransformer ask the placement with their graphs' nodes times
+    the kernel's ``node_weight``, as ``gramdist run`` does (Lovász θ: 100 per node)."""
+    from gramdist import FeatureTransformer
+    from gramdist.engine.placement import Placement
+
+    asked = []
+    runs_here = Placement.runs_here
+
+    def spy(self, n_entries, n_nodes=0):
+        asked.append(n_nodes)
+        return runs_here(self.__class__(in_process=True), n_entries, n_nodes)
+
+    monkeypatch.setattr(Placement, "runs_here", spy)
+    graphs = make_synthetic(n_graphs=12, n_nodes=(5, 9), avg_degree=2, n_labels=3, seed=3)
+    GramTransformer(kernel="lovasz_theta", kernel_params={"n_samples": 4}).fit_transform(graphs)
+    assert asked and set(asked) == {100 * graphs.n_nodes}
+    asked.clear()
+    FeatureTransformer(kernel="wl").fit_transform(graphs)
+    assert asked and set(asked) == {graphs.n_nodes}
