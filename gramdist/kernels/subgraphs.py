@@ -89,7 +89,7 @@ from functools import cache
 
 import numpy as np
 
-from gramdist.arrayops import ranges
+from gramdist.arrayops import group_offsets, ranges
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.hashing import combine, mix
 
@@ -242,8 +242,7 @@ class Adjacency:
         dst = np.concatenate([e[:, 1], e[:, 0]])
         order = np.lexsort((dst, src))
         src, dst = src[order], dst[order]
-        self.indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(src, minlength=n), out=self.indptr[1:])
+        self.indptr = group_offsets(src, n)
         self.nbrs = dst.astype(np.int64)
         self.node_graph = graphs.node_graph
         sizes = graphs.nodes_per_graph.astype(np.int64)

@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from gramdist.arrayops import group_offsets
 from gramdist.errors import InputError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param
@@ -222,8 +223,7 @@ class CSMKernel(GraphKernel):
         counts = np.diff(np.append(starts, len(k))).astype(np.float64)
         code = code[starts]  # the same for every copy of a class
         factor = np.sqrt(w[code // 1000] * (code % 1000).astype(np.float64))
-        indptr = np.zeros(len(graphs) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(g[starts], minlength=len(graphs)), out=indptr[1:])
+        indptr = group_offsets(g[starts], len(graphs))
         return SparseFeatures(indptr, k[starts], counts * factor)
 
     def pairwise(self, a, b, state: KernelState) -> np.ndarray:
@@ -286,8 +286,7 @@ class CSMKernel(GraphKernel):
             g, keys, nodes = np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros((0, k), np.int64)
         order = np.lexsort((*[nodes[:, i] for i in range(k - 1, -1, -1)], keys, g))
         g, keys, nodes = g[order], keys[order], nodes[order]
-        copy_offsets = np.zeros(len(graphs) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(g, minlength=len(graphs)), out=copy_offsets[1:])
+        copy_offsets = group_offsets(g, len(graphs))
         ck = np.array(class_keys, dtype=np.uint64)
         co = np.argsort(ck, kind="stable")
         ck, cs = ck[co], np.array(class_size, dtype=np.int64)[co]

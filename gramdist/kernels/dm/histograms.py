@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from gramdist.arrayops import group_offsets
+
 try:  # the Gustavson product kernel behind scipy.sparse's matmul (see _threshold_product)
     from scipy.sparse._sparsetools import csr_matmat as _csr_matmat
 except ImportError:  # pragma: no cover - depends on the SciPy build
@@ -151,8 +153,7 @@ class Histograms:
         thr_indptr = np.zeros(n_graphs + 1, dtype=np.int64)
         np.cumsum(np.bincount(g, weights=rep, minlength=n_graphs).astype(np.int64), out=thr_indptr[1:])
         over = counts > k_cap
-        over_indptr = np.zeros(n_graphs + 1, dtype=np.int64)
-        np.cumsum(np.bincount(g[over], minlength=n_graphs), out=over_indptr[1:])
+        over_indptr = group_offsets(g[over], n_graphs)
         return cls(
             dense=dense,
             thr_indptr=thr_indptr,

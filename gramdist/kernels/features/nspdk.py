@@ -105,7 +105,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 from threadpoolctl import threadpool_limits
 
-from gramdist.arrayops import ranges
+from gramdist.arrayops import group_offsets, ranges
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import check_param
 from gramdist.kernels.hashing import as_u64, combine, mix, segment_sum_u64, tag
@@ -235,8 +235,7 @@ def ball_edges(graphs: GraphBatch, indptr: np.ndarray, members: np.ndarray,
     lw = local[owner]
     keep = lu >= lw  # u in the ball (lu >= 0) and each edge once (self-loops too)
     e_root = root[owner[keep]]
-    eptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(e_root, minlength=n), out=eptr[1:])
+    eptr = group_offsets(e_root, n)
     return eptr, lw[keep], lu[keep], edge_labels[eids[arc[keep]]]
 
 
@@ -318,8 +317,7 @@ def neighbourhood_codes(graphs: GraphBatch, r: int, patterns: list[sp.csr_matrix
         limbs = np.stack([(dh >> np.uint64(16 * i)) & np.uint64(0xFFFF) for i in range(4)],
                          axis=-1).astype(np.float32)
         e_in = e_hi < size[e_root]  # edges of B_r(v) that lie in B_rho(v)
-        e_ptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(e_root[e_in], minlength=n), out=e_ptr[1:])
+        e_ptr = group_offsets(e_root[e_in], n)
         ctx = _RadiusContext(rho, size, indptr, m_lab, m_vertex, e_ptr, e_lo[e_in], e_hi[e_in], e_hash[e_in],
                              h_dist, dh, limbs)
         cls = _size_class(size)
@@ -511,8 +509,7 @@ def _count_features(rows: np.ndarray, keys: np.ndarray, n_graphs: int, n_blocks:
     The block of a key is its low 8 bits (see :meth:`NSPDKKernel._features_block`).
     """
     order = np.argsort(rows.astype(np.uint32 if n_graphs >= 1 << 16 else np.uint16), kind="stable")
-    indptr = np.zeros(n_graphs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=n_graphs), out=indptr[1:])
+    indptr = group_offsets(rows, n_graphs)
     k, _ = sort_segments(keys[order], indptr)
     new = np.empty(len(k), dtype=bool)
     new[0] = True
@@ -526,8 +523,7 @@ def _count_features(rows: np.ndarray, keys: np.ndarray, n_graphs: int, n_blocks:
         gb = g * n_blocks + (k & np.uint64(0xFF)).astype(np.int64)
         norms = np.sqrt(np.bincount(gb, weights=counts * counts, minlength=n_graphs * n_blocks))
         counts = counts / norms[gb]
-    out_ptr = np.zeros(n_graphs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(g, minlength=n_graphs), out=out_ptr[1:])
+    out_ptr = group_offsets(g, n_graphs)
     return SparseFeatures(out_ptr, k, counts)
 
 

@@ -346,8 +346,7 @@ class Multisets:
         key = graph.astype(np.int64) * max(n_types, 1) + inv
         uk, cnt = np.unique(key, return_counts=True)
         g = uk // max(n_types, 1)
-        indptr = np.zeros(n_graphs + 1, np.int64)
-        np.cumsum(np.bincount(g, minlength=n_graphs), out=indptr[1:])
+        indptr = group_offsets(g, n_graphs)
         return cls(indptr=indptr, types=uk - g * max(n_types, 1), counts=cnt.astype(np.int64))
 
 

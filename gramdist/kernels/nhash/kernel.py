@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gramdist.arrayops import group_offsets
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
 from gramdist.kernels.hashing import as_u64, mix, tag
@@ -128,8 +129,7 @@ def nh_iteration(labels: np.ndarray, indptr: np.ndarray, nbrs: np.ndarray, bits:
     occ = np.diff(np.append(starts, len(s))).astype(np.uint64)
     run_lab, run_src = lab[starts], s[starts]
     term = rot(run_lab ^ occ, occ, bits)
-    run_ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(run_src, minlength=n), out=run_ptr[1:])
+    run_ptr = group_offsets(run_src, n)
     return own ^ _xor_segments(term, run_ptr)
 
 

@@ -25,6 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
 
+from gramdist.arrayops import group_offsets
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import DerivedCache
 from gramdist.kernels.hashing import combine, tag
@@ -356,8 +357,7 @@ def _indicator_cols(graph_of_col: np.ndarray, n_graphs: int) -> sp.csr_matrix:
     """(n_graphs, len(graph_of_col)) CSR with a one at (graph, column), columns in order."""
     n = len(graph_of_col)
     order = np.argsort(graph_of_col, kind="stable")
-    indptr = np.zeros(n_graphs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(graph_of_col, minlength=n_graphs), out=indptr[1:])
+    indptr = group_offsets(graph_of_col, n_graphs)
     return sp.csr_matrix((np.ones(n), order.astype(np.int64), indptr), shape=(n_graphs, n))
 
 

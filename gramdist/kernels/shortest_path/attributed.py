@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from gramdist.arrayops import group_offsets
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import count_codes, local_codes, pair_pieces
@@ -223,8 +224,7 @@ class ShortestPathAttrKernel(GraphKernel):
         else:
             g = u = v = d = np.zeros(0, np.int64)
         order = np.lexsort((v, u, d, g))
-        pair_ptr = np.zeros(len(graphs) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(g, minlength=len(graphs)), out=pair_ptr[1:])
+        pair_ptr = group_offsets(g, len(graphs))
         node_ptr = graphs.node_offsets - graphs.node_offsets[0]
         return PathSets(node_ptr, x, np.asarray(labels, np.int64), pair_ptr, u[order].astype(np.int32),
                         v[order].astype(np.int32), d[order].astype(np.int32))
@@ -361,8 +361,7 @@ class ShortestPathAttrKernel(GraphKernel):
 
 def _row_ptr(rows: np.ndarray, n: int) -> np.ndarray:
     """CSR row pointer of ``n`` rows from sorted row indices."""
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=n), out=ptr[1:])
+    ptr = group_offsets(rows, n)
     return ptr
 
 

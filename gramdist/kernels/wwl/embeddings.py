@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from gramdist.arrayops import group_offsets
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import DerivedCache
 from gramdist.kernels.relabel import wl_labels
@@ -127,8 +128,7 @@ def distinct_rows(node_graph: np.ndarray, x: np.ndarray, n_graphs: int) -> tuple
     starts = np.flatnonzero(new)
     counts = np.diff(np.append(starts, n))
     rows = xs[starts]
-    indptr = np.zeros(n_graphs + 1, dtype=np.int64)
-    np.cumsum(np.bincount(gs[starts], minlength=n_graphs), out=indptr[1:])
+    indptr = group_offsets(gs[starts], n_graphs)
     return indptr, rows, counts
 
 
