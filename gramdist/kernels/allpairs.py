@@ -23,8 +23,8 @@ Counting (:func:`iter_labelled_distance_counts`) takes graphs of at most ``SEIDE
 nodes another way: padded to a multiple of 8 nodes and stacked, a few dozen at a time, their
 distances come from Seidel's algorithm (:func:`seidel_distances`: about log2(diameter) pairs
 of batched dense products in float32, exact for these sizes), and every pair of a run of such
-graphs is coded and counted at once. On NCI1 (4,110 graphs, at most 111 nodes) that takes the
-distances from 0.37 s to about 0.2 s and the counting from 0.23 s to about 0.05 s.
+graphs is coded and counted at once. On NCI1 (4,110 graphs, 126 of them above 64 nodes) the
+labelled counts took 0.27 s this way against 0.52 s with one BFS call per group of graphs.
 """
 
 from __future__ import annotations

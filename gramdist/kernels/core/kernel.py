@@ -192,6 +192,14 @@ class CoreKernel(GraphKernel):
         except JobError:
             return False
 
+    @property
+    def node_weight(self) -> float:  # type: ignore[override]
+        """The base kernel's: it runs on every core of every graph."""
+        try:
+            return float(self.base_kernel().node_weight)
+        except JobError:
+            return 1.0
+
     # ------------------------------------------------------------ state
     @staticmethod
     def _base_state(state: KernelState) -> KernelState:
