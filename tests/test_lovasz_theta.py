@@ -122,6 +122,33 @@ def test_simplex_min_matches_cvxopt_qp():
         assert simplex_min(k[None])[0] == pytest.approx(sol["primal objective"], rel=1e-7, abs=1e-10)
 
 
+@pytest.mark.parametrize("rank", [1, 3, None])
+def test_simplex_min_whole_support_shortcut_equals_full_enumeration(rank):
+    """The certified whole-support shortcut gives full enumeration's minimum: on well-conditioned
+    K (the shortcut taken) to rounding, on rank-deficient K (where a ridge solution is a
+    feasible point short of the minimum, so the certificate must refuse it) exactly."""
+    import itertools
+
+    rng = np.random.default_rng(7)
+    for m in (2, 4, 6):
+        v = rng.normal(size=(200, m, rank or m)) + 0.5
+        ks = v @ v.transpose(0, 2, 1)
+        ours = simplex_min(ks)
+        for k, got in zip(ks, ours):
+            want = np.inf
+            for size in range(1, m + 1):
+                for t in itertools.combinations(range(m), size):
+                    # the affine minimiser on T from its KKT system [K -1; 1ᵀ 0] (singular K too)
+                    kt = k[np.ix_(t, t)]
+                    kkt = np.block([[kt, -np.ones((size, 1))], [np.ones((1, size)), np.zeros((1, 1))]])
+                    rhs = np.r_[np.zeros(size), 1.0]
+                    sol = np.linalg.lstsq(kkt, rhs, rcond=None)[0]
+                    lam = sol[:size]
+                    if (lam >= -1e-12).all() and np.allclose(kkt @ sol, rhs, atol=1e-9):
+                        want = min(want, float(lam @ kt @ lam))
+            assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
 def test_subset_value_is_the_smallest_enclosing_cone():
     """θ_S = min_c max_{i∈S} 1/(c·u_i)^2: maximise t subject to c·u_i ≥ t and |c| ≤ 1 (SLSQP)."""
     from scipy.optimize import minimize

