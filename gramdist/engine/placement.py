@@ -19,7 +19,8 @@ computation of a given size, into an :class:`~gramdist.engine.executor.Executor`
    node bound sends large graphs, whose embeddings cost more than their Gram (D&D's 335,000
    nodes under shortest paths or GraphHopper), to every core. Nodes count as the kernel's
    ``node_weight`` each: a kernel whose work holds the GIL for milliseconds per node (the
-   Lovász SDP per graph, a geometric random walk's linear system per pair) weighs more, since
+   Lovász SDP per graph, a geometric random walk's linear system per pair, the matching
+   kernel's set distances) weighs more, since
    the threads of this process cannot share such work and worker processes can (Lovász θ on
    800 NCI1 graphs: 29.5 s of embeddings here, 14.9 s on two workers, the same bits).
 6. otherwise a LocalCluster sized by ``cluster:``: the one shared by every call of a Python
