@@ -387,6 +387,7 @@ def test_auto_placement_weighs_nodes_by_the_kernel(mutag, monkeypatch):
     assert nodes(make_kernel("core", base={"name": "lovasz_theta"})) == 100 * mutag.n_nodes
     assert nodes(make_kernel("core", base={"name": "wl"})) == mutag.n_nodes
     assert nodes(make_kernel("matching")) == 10 * mutag.n_nodes
+    assert nodes(make_kernel("graphhopper")) == nodes(make_kernel("wlsp")) == 2 * mutag.n_nodes
     import gramdist.engine.placement as placement
 
     monkeypatch.setattr(placement, "_active_client", lambda: None)  # other tests' client may be active
