@@ -379,13 +379,15 @@ def test_auto_placement_weighs_nodes_by_the_kernel(mutag, monkeypatch):
         return plan_nodes(plan_gram(kernel, mutag, fit=FitSpec(seed=0), gram=GramSpec(tile_size=64)))
 
     wl = nodes(WLSubtreeKernel(3))
-    assert wl == mutag.n_nodes
+    assert wl == mutag.n_nodes // 2  # one linear pass per graph: half a node each
+    assert nodes(make_kernel("sp")) == nodes(make_kernel("odd")) == mutag.n_nodes
     assert nodes(make_kernel("lovasz_theta")) == 100 * mutag.n_nodes > IN_PROCESS_MAX_NODES
     assert nodes(make_kernel("random_walk", kind="geometric")) == 10 * mutag.n_nodes
     assert nodes(make_kernel("random_walk", kind="p_step")) == mutag.n_nodes
     assert nodes(make_kernel("random_walk", kind="p_step", solver="product")) == 10 * mutag.n_nodes
     assert nodes(make_kernel("core", base={"name": "lovasz_theta"})) == 100 * mutag.n_nodes
-    assert nodes(make_kernel("core", base={"name": "wl"})) == mutag.n_nodes
+    assert nodes(make_kernel("core", base={"name": "wl"})) == wl
+    assert nodes(make_kernel("core", base={"name": "sp"})) == mutag.n_nodes
     assert nodes(make_kernel("matching")) == 10 * mutag.n_nodes
     assert nodes(make_kernel("graphhopper")) == nodes(make_kernel("wlsp")) == 2 * mutag.n_nodes
     import gramdist.engine.placement as placement
@@ -394,3 +396,7 @@ def test_auto_placement_weighs_nodes_by_the_kernel(mutag, monkeypatch):
     auto = Placement()
     assert auto.runs_here(mutag.n_graphs ** 2, wl)
     assert not auto.runs_here(mutag.n_graphs ** 2, nodes(make_kernel("lovasz_theta")))
+    # D&D (1,178 graphs, 334,925 nodes): WL in this process, shortest paths on workers
+    dd_entries, dd_nodes = 1178 ** 2, 334_925
+    assert auto.runs_here(dd_entries, int(dd_nodes * WLSubtreeKernel(3).node_weight))
+    assert not auto.runs_here(dd_entries, int(dd_nodes * make_kernel("sp").node_weight))

@@ -382,4 +382,7 @@ def test_front_ends_weigh_nodes_by_the_kernel_like_the_cli(monkeypatch):
     assert asked and set(asked) == {100 * graphs.n_nodes}
     asked.clear()
     FeatureTransformer(kernel="wl").fit_transform(graphs)
+    assert asked and set(asked) == {graphs.n_nodes // 2}  # WL: one linear pass, half a node each
+    asked.clear()
+    FeatureTransformer(kernel="sp").fit_transform(graphs)
     assert asked and set(asked) == {graphs.n_nodes}

@@ -19,7 +19,7 @@ from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
 from gramdist.kernels.hashing import combine, tag
 from gramdist.kernels.theta import solvers
-from gramdist.kernels.theta.kernel import SvmThetaKernel, samples_per_size, simple_edges
+from gramdist.kernels.theta.kernel import SvmThetaKernel, samples_per_size, simple_edge_lists, simple_edges
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,3 +200,20 @@ def test_alphas_follow_a_node_permutation(mutag):
         a = kernel.alphas(g.n_nodes, simple_edges(mutag[i:i + 1], 0))
         b = kernel.alphas(g.n_nodes, simple_edges(p, 0))
         assert np.allclose(b, a[perm], rtol=1e-10, atol=1e-13)
+
+
+def test_simple_edge_lists_match_simple_edges_graph_by_graph(mutag):
+    """The batched edge lists (one sort) equal the per-graph ``simple_edges``: self-loops and
+    repeated or reversed edges dropped, pairs lo < hi in sorted order, empty graphs empty."""
+    odd = GraphBatch(node_offsets=np.array([0, 3, 3, 5]), edge_offsets=np.array([0, 6, 6, 8]),
+                     edges=np.array([[0, 1], [1, 0], [2, 2], [2, 1], [1, 2], [0, 0], [1, 0], [0, 1]]))
+    for batch in (mutag, mutag[7:40], odd):
+        offsets, pairs = simple_edge_lists(batch)
+        assert len(offsets) == len(batch) + 1
+        for g in range(len(batch)):
+            expected = simple_edges(batch, g)
+            got = pairs[offsets[g]:offsets[g + 1]]
+            assert got.dtype == expected.dtype and np.array_equal(got, expected), g
+    offsets, pairs = simple_edge_lists(odd)
+    assert pairs[offsets[0]:offsets[1]].tolist() == [[0, 1], [1, 2]] and offsets[1] == offsets[2]
+    assert pairs[offsets[2]:offsets[3]].tolist() == [[0, 1]]

@@ -22,7 +22,10 @@ computation of a given size, into an :class:`~gramdist.engine.executor.Executor`
    Lovász SDP per graph, a geometric random walk's linear system per pair, the matching
    kernel's set distances) weighs more, since
    the threads of this process cannot share such work and worker processes can (Lovász θ on
-   800 NCI1 graphs: 29.5 s of embeddings here, 14.9 s on two workers, the same bits).
+   800 NCI1 graphs: 29.5 s of embeddings here, 14.9 s on two workers, the same bits); a
+   kernel whose embedding is one linear pass (WL, histograms, hashes) weighs less, so that
+   D&D runs here where starting workers would cost more than all its work (WL on D&D: 1.8-2.0 s
+   end to end here, 3.7-4.3 s on a two-worker LocalCluster).
 6. otherwise a LocalCluster sized by ``cluster:``: the one shared by every call of a Python
    process (``shared=True``: the Python front ends, started once and closed at exit), or one
    started for this computation (the CLI).

@@ -42,9 +42,21 @@ def mix(x: np.ndarray | int) -> np.ndarray:
     """splitmix64 finaliser of ``x + golden``: uint64 -> uint64, bijective, vectorised."""
     z = as_u64(x) + _GOLDEN
     with np.errstate(over="ignore"):
-        z = (z ^ (z >> _S30)) * _M1
-        z = (z ^ (z >> _S27)) * _M2
-    return z ^ (z >> _S31)
+        if z.ndim == 0:
+            z = (z ^ (z >> _S30)) * _M1
+            z = (z ^ (z >> _S27)) * _M2
+            return z ^ (z >> _S31)
+        # the same steps in place, in two arrays: the temporaries of the expression form cost
+        # as much as the arithmetic on arrays of millions (WL on D&D's cores: 0.5 s -> 0.2 s)
+        t = np.right_shift(z, _S30)
+        z ^= t
+        z *= _M1
+        np.right_shift(z, _S27, out=t)
+        z ^= t
+        z *= _M2
+        np.right_shift(z, _S31, out=t)
+        z ^= t
+    return z
 
 
 def combine(*columns: np.ndarray | int) -> np.ndarray:

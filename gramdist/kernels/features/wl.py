@@ -38,7 +38,7 @@ import numpy as np
 
 from gramdist.arrayops import unique_sorted
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import KernelState, check_param
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_param
 from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 
@@ -59,6 +59,7 @@ class WLSubtreeKernel(SparseFeatureKernel):
     """
 
     name = "wl"
+    node_weight = LINEAR_NODE_WEIGHT  # one linear pass: D&D runs in process
 
     def __init__(self, h: int = 5) -> None:
         self.h = h
@@ -78,7 +79,7 @@ class WLSubtreeKernel(SparseFeatureKernel):
         labels = wl_labels(graphs, self.h)
         per_iter = [unique_sorted(lab) for lab in labels]
         return KernelState(
-            arrays={"labels": unique_sorted(np.concatenate(per_iter))},
+            arrays={"labels": unique_sorted(np.concatenate(per_iter), runs=True)},
             attrs={"labels_per_iteration": [int(len(p)) for p in per_iter], "fit_graphs": len(graphs)},
         )
 

@@ -47,7 +47,7 @@ import scipy.sparse as sp
 
 from gramdist.arrayops import unique_rows
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, GraphKernel, KernelState, check_param
 from gramdist.kernels.gaussian.bhattacharyya import (
     GaussianEmbedding,
     bhattacharyya,
@@ -128,6 +128,7 @@ class PowerKernel(GraphKernel):
     """
 
     name: ClassVar[str] = "power"
+    node_weight = LINEAR_NODE_WEIGHT  # k sparse products per graph: D&D runs in process
 
     def __init__(self, k: int = 5, ridge: float = 1e-8) -> None:
         self.k = k

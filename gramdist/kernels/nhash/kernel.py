@@ -55,7 +55,7 @@ import numpy as np
 
 from gramdist.arrayops import group_offsets
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, GraphKernel, KernelState, check_param
 from gramdist.kernels.hashing import as_u64, mix, tag
 from gramdist.kernels.intersection import unary_features
 from gramdist.kernels.sparse import dot, sq_norms
@@ -186,6 +186,7 @@ class NeighborhoodHashKernel(GraphKernel):
     """
 
     name = "nh"
+    node_weight = LINEAR_NODE_WEIGHT  # one linear pass: D&D runs in process
 
     def __init__(self, R: int = 3, nh_type: str = "simple", bits: int = 64) -> None:
         self.R = R

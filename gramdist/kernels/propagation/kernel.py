@@ -91,7 +91,7 @@ import scipy.sparse as sp
 
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import KernelState, check_param
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_param
 from gramdist.kernels.hashing import as_u64, combine, tag
 from gramdist.kernels.propagation.random import cauchy, normal, uniform
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
@@ -149,6 +149,7 @@ class PropagationKernel(SparseFeatureKernel):
     """
 
     name = "propagation"
+    node_weight = LINEAR_NODE_WEIGHT  # one linear pass: D&D runs in process
 
     def __init__(self, t_max: int = 5, w: float = 1e-4, metric: str = "tv", scheme: str = "diffusion",
                  missing_label: int | None = None) -> None:

@@ -68,6 +68,7 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
+from gramdist.arrayops import group_offsets
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState, check_param
 from gramdist.kernels.hashing import combine, multiset_sum, tag
@@ -127,6 +128,21 @@ def simple_edges(graphs: GraphBatch, g: int) -> np.ndarray:
     keep = lo != hi
     pairs = np.unique(np.stack([lo[keep], hi[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), np.int64)
     return pairs.reshape(-1, 2)
+
+
+def simple_edge_lists(graphs: GraphBatch) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`simple_edges` of every graph at once: ``(offsets, pairs)``, graph g's edges being
+    ``pairs[offsets[g]:offsets[g + 1]]`` (one sort for the batch instead of one ``np.unique``
+    per graph: 0.4 s of SVM-θ's 1.9 s embedding of NCI1 was those calls)."""
+    e = graphs.edges.astype(np.int64).reshape(-1, 2)
+    lo, hi = np.minimum(e[:, 0], e[:, 1]), np.maximum(e[:, 0], e[:, 1])
+    keep = lo != hi
+    g, lo, hi = graphs.edge_graph[keep], lo[keep], hi[keep]
+    order = np.lexsort((hi, lo, g))
+    g, lo, hi = g[order], lo[order], hi[order]
+    first = np.ones(len(g), dtype=bool)
+    first[1:] = (g[1:] != g[:-1]) | (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
+    return group_offsets(g[first], len(graphs)), np.stack([lo[first], hi[first]], axis=1)
 
 
 @dataclass(eq=False)
@@ -224,6 +240,7 @@ class _ThetaKernel(GraphKernel):
         not_converged = 0
         reps: dict[int, object] = {}
         requests: list[tuple[int, int, np.ndarray]] = []
+        offsets, pairs = simple_edge_lists(graphs)
         # one BLAS thread: the solvers' small problems gain nothing from threads, and a graph's
         # values must not depend on the thread count of the worker computing them
         with threadpool_limits(1):
@@ -232,7 +249,7 @@ class _ThetaKernel(GraphKernel):
                 plan = samples_per_size(n, lo, hi, s_max)
                 if not plan:
                     continue
-                reps[g], ok = self._graph_state(n, simple_edges(graphs, g))
+                reps[g], ok = self._graph_state(n, pairs[offsets[g]:offsets[g + 1]])
                 not_converged += not ok
                 h = int(hashes[g])
                 rng = np.random.default_rng([seed & 0xFFFFFFFF, seed >> 32, h & 0xFFFFFFFF, h >> 32])
@@ -392,7 +409,8 @@ class LovaszThetaKernel(_ThetaKernel):
 
     def theta(self, graphs: GraphBatch) -> np.ndarray:
         """(G,) Lovász numbers θ(G) of the graphs (the SDP's optimum)."""
-        return np.array([lovasz_representation(int(graphs.nodes_per_graph[g]), simple_edges(graphs, g),
+        offsets, pairs = simple_edge_lists(graphs)
+        return np.array([lovasz_representation(int(graphs.nodes_per_graph[g]), pairs[offsets[g]:offsets[g + 1]],
                                                float(self.sdp_tol))[0] for g in range(len(graphs))])
 
 
@@ -450,4 +468,5 @@ class SvmThetaKernel(_ThetaKernel):
         return out
 
 
-__all__ = ["LovaszThetaKernel", "SvmThetaKernel", "ThetaFeatures", "ThetaSamples", "graph_hashes", "samples_per_size"]
+__all__ = ["LovaszThetaKernel", "SvmThetaKernel", "ThetaFeatures", "ThetaSamples", "graph_hashes", "samples_per_size",
+           "simple_edge_lists", "simple_edges"]

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import check_param
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, check_param
 from gramdist.kernels.hashing import as_u64, combine, tag
 from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
@@ -62,6 +62,7 @@ class WLEdgeKernel(SparseFeatureKernel):
     """
 
     name = "wl_edge"
+    node_weight = LINEAR_NODE_WEIGHT  # one linear pass: D&D runs in process
 
     def __init__(self, h: int = 5, use_edge_labels: bool = True) -> None:
         self.h = h

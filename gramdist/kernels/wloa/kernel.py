@@ -63,7 +63,7 @@ from __future__ import annotations
 import numpy as np
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import check_param
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, check_param
 from gramdist.kernels.hashing import tag
 from gramdist.kernels.intersection import unary_features
 from gramdist.kernels.relabel import wl_labels
@@ -83,6 +83,7 @@ class WLOAKernel(SparseFeatureKernel):
     """
 
     name = "wloa"
+    node_weight = LINEAR_NODE_WEIGHT  # one linear pass: D&D runs in process
 
     def __init__(self, h: int = 5) -> None:
         self.h = h
