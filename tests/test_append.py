@@ -32,6 +32,7 @@ from gramdist.engine.store import info as store_info
 from gramdist.engine.store.staging import pending_groups
 from gramdist.errors import DatasetError, StoreError
 from gramdist.jobs import validate_job
+from gramdist.kernels import make_kernel
 
 QUIET = {"log": lambda m: None}
 
@@ -210,7 +211,8 @@ def test_kept_embeddings_spare_the_old_graphs(tmp_path, client, monkeypatch, kee
     monkeypatch.setattr(tasks, "embed_task", lambda k, s, g: (nodes.append(g.n_nodes), spy(k, s, g))[1])
     append(base, {**new_graphs(50, 30), "limit": 9}, placement=Placement(in_process=True), context=RunContext(log=lambda m: None))  # 30 -> 39: chunk 5 straddles
     assert sum(counted) == (39 if not keep else 9)
-    assert placed == [sum(nodes)] and sum(nodes) > 0
+    # the store's kernel (WL) weighs each node as its node_weight: half (one linear pass)
+    assert placed == [int(sum(nodes) * make_kernel("wl").node_weight)] and sum(nodes) > 0
     monkeypatch.setattr(tasks, "embed_task", spy)
     counted.clear()
     embeddings = base / "embeddings"

@@ -1,0 +1,68 @@
+"""D&D in this process or on a LocalCluster: the A/B behind the one-pass kernels' ``node_weight``.
+
+Usage::
+
+    python benchmarks/bench_placement_dd.py [--rows wl hadamard ...] [--repeats 2]
+
+Each run is ``gramdist run`` of the kernel table's D&D job (``bench_kernel_table.job_for``) in a
+fresh process, timed end to end with the peak memory of its process tree, once with
+``cluster.n_workers=2`` (a LocalCluster of two workers: what D&D's 335,000 nodes got at a
+``node_weight`` of 1) and once with ``cluster.n_workers=0`` (this process, tiles in a pool of
+threads), the two alternated ``--repeats`` times. Results:
+``benchmarks/results/placement_dd.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_kernel_table import job_for  # noqa: E402
+from common import gramdist_cmd, last_json_line, run_measured, save, this_command  # noqa: E402
+
+ROWS = ["wl", "wl_edge", "wloa", "vertex_histogram", "hadamard", "nh", "propagation", "power", "core", "odd"]
+MODES = {"two workers": ["cluster.n_workers=2"], "in process": ["cluster.n_workers=0"]}
+
+
+def run_one(row: str, extra: list[str], store: Path) -> dict:
+    job, sets = job_for(row, "DD")
+    args = ["run", str(job), "--out", str(store), "--overwrite", "--quiet", "--json"]
+    for s in [*sets, *extra]:
+        args += ["--set", s]
+    r = run_measured(gramdist_cmd(*args))
+    if r["returncode"]:
+        raise SystemExit(f"{row}: {r['stderr'].strip().splitlines()[-1:]}")
+    return {"wall_s": round(r["wall_s"], 3), "peak_total_mb": round(r["peak_total_mb"]),
+            "timings": last_json_line(r["stdout"]).get("timings")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", nargs="+", default=ROWS)
+    ap.add_argument("--repeats", type=int, default=2)
+    args = ap.parse_args()
+    runs: dict[tuple[str, str], list[dict]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(args.repeats):
+            for row in args.rows:
+                for mode, extra in MODES.items():
+                    runs.setdefault((row, mode), []).append(run_one(row, extra, Path(tmp) / f"{row}.zarr"))
+    print("| kernel | two workers (s) | in process (s) | speed-up | peak MB, workers / here |")
+    print("|---|---:|---:|---:|---:|")
+    results = []
+    for row in args.rows:
+        med = {m: statistics.median(r["wall_s"] for r in runs[row, m]) for m in MODES}
+        peak = {m: max(r["peak_total_mb"] for r in runs[row, m]) for m in MODES}
+        print(f"| `{row}` | {med['two workers']:.2f} | {med['in process']:.2f} | "
+              f"{med['two workers'] / med['in process']:.2f}x | {peak['two workers']} / {peak['in process']} |")
+        results.append({"row": row, "median_wall_s": med, "peak_total_mb": peak,
+                        "runs": {m: runs[row, m] for m in MODES}})
+    print(save("placement_dd", {"command": this_command(), "results": results}))
+
+
+if __name__ == "__main__":
+    main()
