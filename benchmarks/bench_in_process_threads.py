@@ -34,6 +34,9 @@ JOBS = {
     "core": ("jobs/mutag-core.yaml", ["dataset.name=NCI1", "gram.tile_size=1028"]),
     "pyramid_match": ("jobs/mutag-pyramid_match.yaml", ["dataset.name=NCI1", "gram.tile_size=1028"]),
     "random_walk": ("jobs/nci1-random_walk.yaml", []),
+    "dm": ("jobs/nci1-dm.yaml", []),
+    # D&D, forced into this process (the placement's choice since the one-pass weights)
+    "core_dd": ("jobs/mutag-core.yaml", ["dataset.name=DD", "gram.tile_size=256", "cluster.n_workers=0"]),
 }
 
 

@@ -275,6 +275,46 @@ def test_in_process_and_in_memory_steps_give_the_store_bits(client, tmp_path, mu
     assert np.array_equal(threaded.gram, stored)
 
 
+@pytest.mark.parametrize("name, pooled", [("pyramid_match", True), ("core", True), ("sp", False)])
+def test_embeddings_run_in_the_pool_only_where_the_kernel_says(mutag, dataset_dir, monkeypatch, name, pooled):
+    """In process, a kernel that declares ``embeds_in_threads`` (LAPACK, NumPy over whole
+    chunks) has its chunks embedded in the pool's threads, others at their submit in the
+    calling thread; the Gram is the one of a single thread, bit for bit."""
+    import threading
+
+    from gramdist.engine import tasks
+    from gramdist.engine.executor import InlineExecutor
+    from gramdist.engine.plan import plan_gram
+    from gramdist.engine.runner import compute_in_memory
+    from gramdist.kernels import make_kernel
+
+    dataset_dir("MUTAG")
+    kernel = make_kernel(name)
+    assert kernel.embeds_in_threads is pooled
+
+    def gram(threads: int) -> tuple[np.ndarray, set[str]]:
+        where: set[str] = set()
+        real = tasks.embed_task
+        monkeypatch.setattr(tasks, "embed_task", lambda k, s, g: (where.add(threading.current_thread().name),
+                                                                   real(k, s, g))[1])
+        ex = InlineExecutor(threads)
+        try:
+            plan = plan_gram(kernel, mutag, fit=FitSpec(seed=0), gram=GramSpec(tile_size=40, normalize=True))
+            return compute_in_memory(ex, plan, context=RunContext(log=lambda m: None)).gram, where
+        finally:
+            ex.close()
+            monkeypatch.setattr(tasks, "embed_task", real)
+
+    one, where_one = gram(1)
+    two, where_two = gram(2)
+    assert np.array_equal(one, two)
+    assert where_one == {threading.current_thread().name}
+    if pooled:
+        assert where_two and all(n.startswith("gramdist") for n in where_two)
+    else:
+        assert where_two == {threading.current_thread().name}
+
+
 def test_pooled_in_process_executor_holds_blas_to_one_thread_and_cancels_on_close():
     """Pooled tasks (tiles), with futures among their inputs, run in the pool, others at once in
     the calling thread; BLAS runs single-threaded while the pool lives (the pool's threads are the parallelism) and gets its own count back on close;

@@ -35,7 +35,8 @@ class Executor:
                retries: int = 0, pooled: bool = False) -> Any:
         """Run ``fn(*args)`` as a task named ``key``; futures among ``args`` are passed as their
         results. ``spread`` asks for the next worker in turn (a soft hint); ``pooled`` says the
-        task's work mostly releases the GIL (a tile), so in process it may run in a thread."""
+        task's work mostly releases the GIL (a tile, or an embedding whose kernel declares
+        ``embeds_in_threads``), so in process it may run in a thread."""
         raise NotImplementedError
 
     def put(self, value: Any, key: str) -> Any:
@@ -225,11 +226,14 @@ class InlineExecutor(Executor):
     """Tasks in this process: each at once when it is submitted, or, for a task submitted
     ``pooled`` (a tile), in a pool of ``threads`` threads.
 
-    Only tiles go to the pool: their work (sparse and dense products, checksums, compression)
-    mostly releases the GIL, while most kernels' embeddings are many small Python-level calls
-    that two threads run slower than one (measured on NCI1: SVM-θ's embedding 1.9 s in one
-    thread, 3.3 s in two; the adaptive matching kernel's 44 s, 52 s). Fit and embeddings run at
-    their submit, in the calling thread, with BLAS as the process has it.
+    Tiles go to the pool: their work (sparse and dense products, checksums, compression)
+    mostly releases the GIL. Embeddings go there only where the kernel declares
+    ``embeds_in_threads`` (LAPACK per graph, NumPy over whole chunks: pyramid match's NCI1
+    embedding 1.50 -> 0.86 s on two cores, core over WL on D&D 1.05 -> 0.68 s): most kernels'
+    embeddings are many small Python-level calls that two threads run slower than one
+    (measured on NCI1: SVM-θ's embedding 1.9 s in one thread, 3.3 s in two; the adaptive
+    matching kernel's 44 s, 52 s). Other embeddings and the fit run at their submit, in the
+    calling thread, with BLAS as the process has it.
 
     Errors are kept in the future and raised by ``result()``, as Dask does, so the steps
     report a failing tile the same way. ``KeyboardInterrupt`` and ``SystemExit`` propagate.

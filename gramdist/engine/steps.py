@@ -185,10 +185,12 @@ class _Embedder:
     def submit(self, batch: GraphBatch, rng: tuple[int, int], tag: str) -> Any:
         chunk = batch[rng[0]:rng[1]]
         key = f"embed-{tag}-{self.token}"
+        pooled = self.plan.kernel.embeds_in_threads
         if self.sink.embeddings is not None:
             return self.ex.submit(tasks.cached_embed_task, self.plan.kernel, self.state_f, chunk, self.sink.embeddings,
-                                  tag, chunk.checksum(), key=key, spread=True)
-        return self.ex.submit(tasks.embed_task, self.plan.kernel, self.state_f, chunk, key=key, spread=True)
+                                  tag, chunk.checksum(), key=key, spread=True, pooled=pooled)
+        return self.ex.submit(tasks.embed_task, self.plan.kernel, self.state_f, chunk, key=key, spread=True,
+                              pooled=pooled)
 
     def column(self, j: int, tag: str) -> Any:
         rng = self.plan.grid.col_range(j)
@@ -204,7 +206,9 @@ class _Embedder:
         cached = self.cache is not None and (side == "c" or self.plan.symmetric)
         if cached and c in self.cache.diag:
             return self.cache.diag[c]
-        fut = self.ex.submit(tasks.diag_task, self.plan.kernel, self.state_f, emb, key=f"diag-{side}{c}-{self.token}")
+        # pooled like the embedding it takes: inline, it would wait for that embedding here
+        fut = self.ex.submit(tasks.diag_task, self.plan.kernel, self.state_f, emb, key=f"diag-{side}{c}-{self.token}",
+                             pooled=self.plan.kernel.embeds_in_threads)
         if cached:
             self.cache.diag[c] = fut
         return fut
@@ -249,7 +253,8 @@ def embed(ex: Executor, plan: GramPlan, state_f: Any, sink: Any, todo: list[tupl
         out.diag = {(side, c): emb.diag(side, c, embs[c]) for side, embs in out.sides(grid.symmetric)
                     for c in sorted(embs)}
     if kernel.has_embedding_counts:
-        out.counts = [ex.submit(tasks.embedding_counts_task, kernel, f, key=f"counts-{side}{c}-{token}")
+        out.counts = [ex.submit(tasks.embedding_counts_task, kernel, f, key=f"counts-{side}{c}-{token}",
+                                pooled=kernel.embeds_in_threads)
                       for side, embs in out.sides(grid.symmetric) for c, f in sorted(embs.items())]
     _count_uses(out, todo, grid.symmetric)
     return out

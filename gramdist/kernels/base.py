@@ -126,6 +126,11 @@ class GraphKernel:
     has_feature_vectors: ClassVar[bool] = False
     #: whether the kernel uses node attributes / edge labels if the dataset has them
     uses_node_attributes: ClassVar[bool] = False
+    #: whether a chunk's embedding may run in the in-process pool of threads (as tiles do): True
+    #: where its work mostly releases the GIL (LAPACK per graph, NumPy sorts and ufuncs on large
+    #: arrays); False where it is many small Python-level calls, which two threads run slower
+    #: than one (NCI1: SVM-θ's embedding 1.9 s in one thread, 3.3 s in two)
+    embeds_in_threads: ClassVar[bool] = False
     #: whether :meth:`embedding_counts` gives counters worth gathering over a run
     has_embedding_counts: ClassVar[bool] = False
     #: whether a store should keep this kernel's embeddings for appends (``gram.keep_embeddings``):

@@ -193,6 +193,14 @@ class CoreKernel(GraphKernel):
             return False
 
     @property
+    def embeds_in_threads(self) -> bool:  # type: ignore[override]
+        """The base kernel's: the embedding is the base's on every core."""
+        try:
+            return bool(self.base_kernel().embeds_in_threads)
+        except JobError:
+            return False
+
+    @property
     def node_weight(self) -> float:  # type: ignore[override]
         """The base kernel's: it runs on every core of every graph."""
         try:

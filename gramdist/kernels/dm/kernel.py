@@ -85,6 +85,7 @@ class DescriptorMatchingKernel(GraphKernel):
     """
 
     name = "dm"
+    embeds_in_threads = True  # LAPACK and NumPy on the chunk's descriptors: NCI1 embed 1.27 -> 1.01 s on 2 cores
     uses_node_attributes = True
 
     def __init__(self, h: int = 10, eta: float = 0.5, t: int = 4, b: int = 10,

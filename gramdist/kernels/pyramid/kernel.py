@@ -79,6 +79,7 @@ class PyramidMatchKernel(SparseFeatureKernel):
     """
 
     name = "pyramid_match"
+    embeds_in_threads = True  # batched eigh per graph (LAPACK): NCI1 embed 1.50 -> 0.86 s on 2 cores
 
     def __init__(self, L: int = 4, d: int = 6, labels: bool = True) -> None:
         self.L = L

@@ -63,6 +63,7 @@ class WLEdgeKernel(SparseFeatureKernel):
 
     name = "wl_edge"
     node_weight = LINEAR_NODE_WEIGHT  # one linear pass: D&D runs in process
+    embeds_in_threads = True  # NumPy hashing and sorts over whole chunks
 
     def __init__(self, h: int = 5, use_edge_labels: bool = True) -> None:
         self.h = h

@@ -84,6 +84,7 @@ class WLOAKernel(SparseFeatureKernel):
 
     name = "wloa"
     node_weight = LINEAR_NODE_WEIGHT  # one linear pass: D&D runs in process
+    embeds_in_threads = True  # NumPy hashing and sorts over whole chunks
 
     def __init__(self, h: int = 5) -> None:
         self.h = h
