@@ -46,8 +46,8 @@ def mix(x: np.ndarray | int) -> np.ndarray:
             z = (z ^ (z >> _S30)) * _M1
             z = (z ^ (z >> _S27)) * _M2
             return z ^ (z >> _S31)
-        # the same steps in place, in two arrays: the temporaries of the expression form cost
-        # as much as the arithmetic on arrays of millions (WL on D&D's cores: 0.5 s -> 0.2 s)
+        # the same steps in place, in two arrays: the expression form's eight temporaries cost
+        # more than the arithmetic on arrays of millions (7 M labels: 0.16 -> 0.04 s, fresh memory)
         t = np.right_shift(z, _S30)
         z ^= t
         z *= _M1
