@@ -65,8 +65,10 @@ def job_for(row: str, dataset: str) -> tuple[Path, list[str]]:
     return ROOT / "jobs" / f"{stem}.yaml", sets
 
 
-def run_one(row: str, dataset: str, workdir: Path, limit_s: int) -> dict:
+def run_one(row: str, dataset: str, workdir: Path, limit_s: int, extra: tuple[str, ...] = ()) -> dict:
+    """``gramdist run`` of the row's job on ``dataset`` (``extra``: more ``--set``), measured."""
     job, sets = job_for(row, dataset)
+    sets = [*sets, *extra]
     store = workdir / f"{dataset}-{row}.zarr"
     args = ["run", str(job), "--out", str(store), "--overwrite", "--quiet", "--json"]
     for s in sets:

@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/bench_placement_dd.py [--rows wl hadamard ...] [--repeats 2]
 
-Each run is ``gramdist run`` of the kernel table's D&D job (``bench_kernel_table.job_for``) in a
+Each run is ``gramdist run`` of the kernel table's D&D job (``bench_kernel_table.run_one``) in a
 fresh process, timed end to end with the peak memory of its process tree, once with
 ``cluster.n_workers=2`` (a LocalCluster of two workers: what D&D's 335,000 nodes got at a
 ``node_weight`` of 1) and once with ``cluster.n_workers=0`` (this process, tiles in a pool of
@@ -21,23 +21,19 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_kernel_table import job_for  # noqa: E402
-from common import gramdist_cmd, last_json_line, run_measured, save, this_command  # noqa: E402
+from bench_kernel_table import run_one  # noqa: E402
+from common import save, this_command  # noqa: E402
 
 ROWS = ["wl", "wl_edge", "wloa", "vertex_histogram", "hadamard", "nh", "propagation", "power", "core", "odd"]
-MODES = {"two workers": ["cluster.n_workers=2"], "in process": ["cluster.n_workers=0"]}
+MODES = {"two workers": ("cluster.n_workers=2",), "in process": ("cluster.n_workers=0",)}
+LIMIT_S = 600
 
 
-def run_one(row: str, extra: list[str], store: Path) -> dict:
-    job, sets = job_for(row, "DD")
-    args = ["run", str(job), "--out", str(store), "--overwrite", "--quiet", "--json"]
-    for s in [*sets, *extra]:
-        args += ["--set", s]
-    r = run_measured(gramdist_cmd(*args))
+def measured(row: str, extra: tuple[str, ...], workdir: Path) -> dict:
+    r = run_one(row, "DD", workdir, LIMIT_S, extra)
     if r["returncode"]:
-        raise SystemExit(f"{row}: {r['stderr'].strip().splitlines()[-1:]}")
-    return {"wall_s": round(r["wall_s"], 3), "peak_total_mb": round(r["peak_total_mb"]),
-            "timings": last_json_line(r["stdout"]).get("timings")}
+        raise SystemExit(f"{row}: {r.get('error', 'timed out')}")
+    return {k: r[k] for k in ("wall_s", "peak_total_mb", "timings")}
 
 
 def main() -> None:
@@ -50,7 +46,7 @@ def main() -> None:
         for _ in range(args.repeats):
             for row in args.rows:
                 for mode, extra in MODES.items():
-                    runs.setdefault((row, mode), []).append(run_one(row, extra, Path(tmp) / f"{row}.zarr"))
+                    runs.setdefault((row, mode), []).append(measured(row, extra, Path(tmp)))
     print("| kernel | two workers (s) | in process (s) | speed-up | peak MB, workers / here |")
     print("|---|---:|---:|---:|---:|")
     results = []

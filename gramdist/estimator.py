@@ -130,7 +130,7 @@ class GraphTransformerBase(TransformerMixin, BaseEstimator):
 
     def _weighted_nodes(self, *graphs: GraphBatch) -> int:
         """The nodes of ``graphs`` as the placement counts them (the kernel's ``node_weight`` each)."""
-        return int(sum(int(getattr(g, "n_nodes", 0)) for g in graphs) * self.kernel_.node_weight)
+        return self.kernel_.placement_nodes(sum(int(getattr(g, "n_nodes", 0)) for g in graphs))
 
     def _spec(self, batch: GraphBatch) -> dict[str, Any]:
         return {"python": batch.name or "graphs"}

@@ -179,14 +179,14 @@ def nodes_to_embed(plan: GramPlan, embeddings: Any) -> int:
         return plan_nodes(plan)
     nodes = sum(int(getattr(chunk, "n_nodes", 0)) for tag, chunk in steps.embedded_chunks(plan)
                 if not embeddings.keeps(tag, chunk.checksum()))
-    return int(nodes * plan.kernel.node_weight)
+    return plan.kernel.placement_nodes(nodes)
 
 
 def plan_nodes(plan: GramPlan) -> int:
     """Nodes of the graphs a plan embeds (0 when not known: a dataset generated chunk by chunk),
     each weighed by the kernel's ``node_weight``: what the placement's in-process limit counts."""
     nodes = sum(int(getattr(b, "n_nodes", 0)) for b in ((plan.cols,) if plan.symmetric else (plan.rows, plan.cols)))
-    return int(nodes * plan.kernel.node_weight)
+    return plan.kernel.placement_nodes(nodes)
 
 
 def _entries_left(store: GramStore) -> int:

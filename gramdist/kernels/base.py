@@ -144,6 +144,10 @@ class GraphKernel:
     #: a batch worth more than a few seconds of such work gets worker processes, not one core
     node_weight: float = 1.0
 
+    def placement_nodes(self, n_nodes: int) -> int:
+        """``n_nodes`` nodes as ``in_process: auto``'s node limit counts them: ``node_weight`` each."""
+        return int(n_nodes * self.node_weight)
+
     # ------------------------------------------------------------ params
     @classmethod
     def param_names(cls) -> list[str]:

@@ -178,35 +178,29 @@ class CoreKernel(GraphKernel):
                 self.base = spec
         return self
 
+    def _base_attribute(self, name: str, default: Any) -> Any:
+        """The base kernel's ``name`` (the kernel is the base's on every core of every graph);
+        ``default`` while the base is invalid, which :meth:`validate` reports."""
+        try:
+            return getattr(self.base_kernel(), name)
+        except JobError:
+            return default
+
     @property
     def has_feature_vectors(self) -> bool:  # type: ignore[override]
-        try:
-            return bool(self.base_kernel().has_feature_vectors)
-        except JobError:
-            return False
+        return bool(self._base_attribute("has_feature_vectors", False))
 
     @property
     def uses_node_attributes(self) -> bool:  # type: ignore[override]
-        try:
-            return bool(self.base_kernel().uses_node_attributes)
-        except JobError:
-            return False
+        return bool(self._base_attribute("uses_node_attributes", False))
 
     @property
     def embeds_in_threads(self) -> bool:  # type: ignore[override]
-        """The base kernel's: the embedding is the base's on every core."""
-        try:
-            return bool(self.base_kernel().embeds_in_threads)
-        except JobError:
-            return False
+        return bool(self._base_attribute("embeds_in_threads", False))
 
     @property
     def node_weight(self) -> float:  # type: ignore[override]
-        """The base kernel's: it runs on every core of every graph."""
-        try:
-            return float(self.base_kernel().node_weight)
-        except JobError:
-            return 1.0
+        return float(self._base_attribute("node_weight", 1.0))
 
     # ------------------------------------------------------------ state
     @staticmethod

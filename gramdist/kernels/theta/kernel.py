@@ -132,17 +132,18 @@ def simple_edges(graphs: GraphBatch, g: int) -> np.ndarray:
 
 def simple_edge_lists(graphs: GraphBatch) -> tuple[np.ndarray, np.ndarray]:
     """:func:`simple_edges` of every graph at once: ``(offsets, pairs)``, graph g's edges being
-    ``pairs[offsets[g]:offsets[g + 1]]`` (one sort for the batch instead of one ``np.unique``
-    per graph: 0.4 s of SVM-θ's 1.9 s embedding of NCI1 was those calls)."""
-    e = graphs.edges.astype(np.int64).reshape(-1, 2)
-    lo, hi = np.minimum(e[:, 0], e[:, 1]), np.maximum(e[:, 0], e[:, 1])
-    keep = lo != hi
-    g, lo, hi = graphs.edge_graph[keep], lo[keep], hi[keep]
-    order = np.lexsort((hi, lo, g))
-    g, lo, hi = g[order], lo[order], hi[order]
-    first = np.ones(len(g), dtype=bool)
-    first[1:] = (g[1:] != g[:-1]) | (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
-    return group_offsets(g[first], len(graphs)), np.stack([lo[first], hi[first]], axis=1)
+    ``pairs[offsets[g]:offsets[g + 1]]``. They are the entries above the diagonal of the
+    batch's adjacency (``GraphBatch.adjacency``: repeated edges once, columns sorted), in its
+    row order: one pass for the batch instead of one ``np.unique`` per graph (0.4 s of SVM-θ's
+    1.9 s embedding of NCI1 was those calls)."""
+    a = graphs.adjacency()
+    rows = np.repeat(np.arange(graphs.n_nodes, dtype=np.int64), np.diff(a.indptr))
+    cols = a.indices.astype(np.int64)
+    above = cols > rows
+    rows, cols = rows[above], cols[above]
+    g = graphs.node_graph[rows]
+    first = graphs.node_offsets[g] - graphs.node_offsets[0]  # each graph's first node in the batch
+    return group_offsets(g, len(graphs)), np.stack([rows - first, cols - first], axis=1)
 
 
 @dataclass(eq=False)

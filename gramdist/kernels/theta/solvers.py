@@ -131,7 +131,6 @@ def simplex_min(ks: np.ndarray, ridge: float = 1e-12) -> np.ndarray:
     b, m, _ = ks.shape
     if b == 0:
         return np.full(0, np.inf)
-    supports = _supports(m)
     lam, val = _affine_minimisers(ks, ridge)
     best = val
     with np.errstate(invalid="ignore"):
@@ -142,7 +141,7 @@ def simplex_min(ks: np.ndarray, ridge: float = 1e-12) -> np.ndarray:
     rest = np.flatnonzero(~certified)
     if len(rest):
         sub = ks[rest]
-        best[rest] = np.min([_support_values(sub, idx, ridge).min(axis=1) for idx in supports], axis=0)
+        best[rest] = np.min([_support_values(sub, idx, ridge).min(axis=1) for idx in _supports(m)], axis=0)
     return best
 
 
