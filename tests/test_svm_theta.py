@@ -80,6 +80,42 @@ def test_alphas_match_cvxopt_qp():
     assert cvxopt
 
 
+def test_stacked_solver_matches_one_matrix_at_a_time():
+    """one_class_svm_stack against one_class_svm on random positive definite matrices: ill
+    conditioned enough (n = 30, ridge 1e-3) that Murty's single-swap backup runs too. Each row
+    satisfies the KKT conditions, and a matrix's α are the same bits alone and in the stack."""
+    rng = np.random.default_rng(3)
+    for n, ridge in [(12, 0.05), (30, 1e-3)]:
+        m = rng.normal(size=(300, n, n))
+        k = m @ m.transpose(0, 2, 1) + ridge * np.eye(n)
+        stacked = solvers.one_class_svm_stack(k)
+        single = np.array([solvers.one_class_svm(x) for x in k])
+        assert np.allclose(stacked, single, rtol=1e-9, atol=1e-9 * np.abs(single).max())
+        grad = np.einsum("bij,bj->bi", k, stacked) - 1.0
+        assert (stacked >= 0).all() and (grad >= -1e-8).all()
+        assert np.abs(np.einsum("bi,bi->b", stacked, grad)).max() < 1e-7
+        for i in (0, 17, 299):
+            assert np.array_equal(solvers.one_class_svm_stack(k[i:i + 1])[0], stacked[i])
+    assert solvers.one_class_svm_stack(np.zeros((0, 4, 4))).shape == (0, 4)
+
+
+def test_stacked_alphas_match_graph_by_graph():
+    """alphas_stack (the embedding's path for graphs of up to DENSE_MAX nodes) against alphas
+    per graph: random graphs of one size, with an edgeless one and a single edge among them."""
+    rng = np.random.default_rng(5)
+    kernel = SvmThetaKernel()
+    for n in (2, 9, 40):
+        graphs = [nx.gnp_random_graph(n, float(rng.uniform(0.05, 0.6)), seed=int(rng.integers(1 << 30)))
+                  for _ in range(25)]
+        graphs += [nx.empty_graph(n), nx.Graph([(0, 1)])]
+        graphs[-1].add_nodes_from(range(n))
+        edges = [np.array(sorted(g.edges()), dtype=np.int64).reshape(-1, 2) for g in graphs]
+        stacked = kernel.alphas_stack(n, edges)
+        for e, row in zip(edges, stacked):
+            assert np.allclose(row, kernel.alphas(n, e), rtol=1e-11, atol=1e-13)
+        assert stacked[-2].tolist() == [1.0] * n
+
+
 def test_sparse_solver_path_agrees_with_the_dense_one(monkeypatch):
     g = nx.gnm_random_graph(300, 600, seed=2)
     edges = np.array(list(g.edges()))
@@ -156,11 +192,15 @@ def test_determinism_tiles_and_psd(mutag, base):
 
 
 def test_a_graph_gets_the_same_embedding_in_any_chunk(mutag):
+    """Every graph of a chunk, embedded alone: the same bits (MUTAG's graphs share node counts,
+    so the chunk's stacks of equal-size graphs hold several of them)."""
     kernel = SvmThetaKernel(base_kernel="rbf")
     state = kernel.fit(mutag, 0)
-    whole = kernel.embed(mutag[:30], state)
-    alone = kernel.embed(mutag[17:18], state)
-    assert np.array_equal(whole[17:18].values, alone.values, equal_nan=True)
+    whole = kernel.embed(mutag[:60], state)
+    assert len(set(mutag.nodes_per_graph[:60].tolist())) < 40
+    for i in range(60):
+        alone = kernel.embed(mutag[i:i + 1], state)
+        assert np.array_equal(whole[i:i + 1].values, alone.values, equal_nan=True)
 
 
 def test_fit_then_transform_rows(mutag):

@@ -48,7 +48,10 @@ Choices (the paper leaves them to the user; we follow GraKeL where it is faithfu
   are not unique (for a single edge, any α_1 + α_2 = 1 is optimal), so subset sums would
   depend on the solver. The margin makes K positive definite and α unique. The QP is solved
   exactly by block principal pivoting (``solvers.one_class_svm``), dense up to 300 nodes and
-  sparse (SuperLU) above, memory O(edges) for large graphs. GraKeL's ``SvmTheta`` runs
+  sparse (SuperLU) above, memory O(edges) for large graphs. The dense graphs of a chunk are
+  solved in stacks of equal node count (``solvers.one_class_svm_stack``: per-matrix LAPACK
+  calls, so a graph's α do not depend on its chunk); their α agree with the one-graph solver
+  to rounding (NCI1's embeddings to 1.7e-14). GraKeL's ``SvmTheta`` runs
   libsvm's one-class SVM with ν = 0.5 on the singular K (a different problem: Σα = n/2 with
   α ≤ 1, and K = 0 without the identity for an edgeless graph), and its default metric
   ``np.inner(x, y)[0, 0]`` on (sizes, 1) columns keeps only the size-2 feature, which gets no
@@ -60,6 +63,7 @@ Choices (the paper leaves them to the user; we follow GraKeL where it is faithfu
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -77,6 +81,7 @@ from gramdist.kernels.theta import solvers
 from gramdist.kernels.theta.solvers import (
     lovasz_representation,
     one_class_svm,
+    one_class_svm_stack,
     require_cvxopt,
     simplex_min,
     svm_theta_matrix,
@@ -87,6 +92,8 @@ _GRAPH_TAG = tag("theta.graph")
 _SIZE_TAG = tag("theta.size")
 #: broadcast elements per band of the RBF pairwise
 _BAND_ELEMENTS = 1 << 22
+#: matrix entries per stack of SVM-θ's dense solver (32 MB of float64)
+_STACK_ENTRIES = 1 << 22
 
 
 def _is_int(x: object) -> bool:
@@ -99,16 +106,22 @@ def _is_real(x: object) -> bool:
 
 def samples_per_size(n: int, lo: int, hi: int, n_samples: int) -> dict[int, int]:
     """GraKeL's ``distribute_samples``: subsets of each size d in lo..min(hi, n), ∝ C(n, d)."""
+    return dict(_sample_plan(n, lo, hi, n_samples))
+
+
+@functools.lru_cache(maxsize=4096)
+def _sample_plan(n: int, lo: int, hi: int, n_samples: int) -> tuple[tuple[int, int], ...]:
+    """:func:`samples_per_size` as ``(size, count)`` pairs, computed once per node count."""
     top = min(hi, n)
     if top < lo:
-        return {}
+        return ()
     sizes = list(range(lo, top + 1))
     w = np.array([float(math.comb(n, d)) for d in sizes])
     w /= w.sum()
     counts = np.floor(w * n_samples).astype(int)
     for r in range(int(n_samples - counts.sum())):
         counts[(len(sizes) - r - 1) % len(sizes)] += 1
-    return {d: int(c) for d, c in zip(sizes, counts) if c > 0}
+    return tuple((d, int(c)) for d, c in zip(sizes, counts) if c > 0)
 
 
 def graph_hashes(graphs: GraphBatch) -> np.ndarray:
@@ -218,6 +231,18 @@ class _ThetaKernel(GraphKernel):
         """The representation of one graph and whether its solver converged."""
         raise NotImplementedError
 
+    def _graph_states(self, graphs: GraphBatch, ids: list[int], offsets: np.ndarray, pairs: np.ndarray
+                      ) -> tuple[dict[int, object], int]:
+        """The representations of the graphs ``ids`` (from their simple edge lists ``pairs``,
+        graph ``g``'s at ``offsets[g]:offsets[g + 1]``) and how many solvers did not converge;
+        subclasses may batch them."""
+        reps: dict[int, object] = {}
+        not_converged = 0
+        for g in ids:
+            reps[g], ok = self._graph_state(int(graphs.nodes_per_graph[g]), pairs[offsets[g]:offsets[g + 1]])
+            not_converged += not ok
+        return reps, not_converged
+
     def _subset_values(self, rep: object, subsets: np.ndarray) -> np.ndarray:
         """(s,) values of the (s, d) subsets (node indices) under the representation."""
         raise NotImplementedError
@@ -238,8 +263,6 @@ class _ThetaKernel(GraphKernel):
         counts = np.zeros((len(graphs), n_sizes), dtype=np.int64)
         seed = int(state.attrs.get("seed", 0)) & 0xFFFFFFFFFFFFFFFF
         hashes = graph_hashes(graphs)
-        not_converged = 0
-        reps: dict[int, object] = {}
         requests: list[tuple[int, int, np.ndarray]] = []
         offsets, pairs = simple_edge_lists(graphs)
         # one BLAS thread: the solvers' small problems gain nothing from threads, and a graph's
@@ -247,18 +270,21 @@ class _ThetaKernel(GraphKernel):
         with threadpool_limits(1):
             for g in range(len(graphs)):
                 n = int(graphs.nodes_per_graph[g])
-                plan = samples_per_size(n, lo, hi, s_max)
+                plan = _sample_plan(n, lo, hi, s_max)
                 if not plan:
                     continue
-                reps[g], ok = self._graph_state(n, pairs[offsets[g]:offsets[g + 1]])
-                not_converged += not ok
                 h = int(hashes[g])
                 rng = np.random.default_rng([seed & 0xFFFFFFFF, seed >> 32, h & 0xFFFFFFFF, h >> 32])
-                for d, cnt in plan.items():
-                    # d nodes uniformly without replacement, cnt times: the first d of a random
-                    # permutation (argsort of i.i.d. uniforms), sorted
-                    subsets = np.sort(np.argsort(rng.random((cnt, n)), axis=1)[:, :d], axis=1)
-                    requests.append((g, d, subsets))
+                # d nodes uniformly without replacement, cnt times per size: the first d of a
+                # random permutation (argsort of i.i.d. uniforms), sorted. One draw of all the
+                # sizes' rows is the same stream as a draw per size, and argsort is per row.
+                order = np.argsort(rng.random((sum(c for _, c in plan), n)), axis=1)
+                start = 0
+                for d, cnt in plan:
+                    requests.append((g, d, np.sort(order[start:start + cnt, :d], axis=1)))
+                    start += cnt
+            with_plan = sorted({g for g, _, _ in requests})
+            reps, not_converged = self._graph_states(graphs, with_plan, offsets, pairs)
             for (g, d, subsets), vals in zip(requests, self._values(reps, requests)):
                 values[g, d - lo, :len(subsets)] = vals
                 counts[g, d - lo] = len(subsets)
@@ -457,8 +483,43 @@ class SvmThetaKernel(_ThetaKernel):
                           shape=(n, n)).tocsr()
         return one_class_svm(svm_theta_matrix(a, float(self.rho_margin)))
 
+    def alphas_stack(self, n: int, edge_lists: list[np.ndarray]) -> np.ndarray:
+        """(B, n) one-class SVM coefficients of B graphs of ``n <= DENSE_MAX`` nodes (local edge
+        lists), equal to :meth:`alphas` of each to rounding: the dense path's eigenvalue and
+        first solve per matrix of one stack (see :func:`solvers.one_class_svm_stack`)."""
+        b = len(edge_lists)
+        a = np.zeros((b, n, n))
+        which = np.repeat(np.arange(b), [len(e) for e in edge_lists])
+        e = np.concatenate(edge_lists) if b else np.zeros((0, 2), np.int64)
+        a[which, e[:, 0], e[:, 1]] = a[which, e[:, 1], e[:, 0]] = 1.0
+        lam = np.linalg.eigvalsh(a)[:, 0]
+        out = np.ones((b, n))  # K = I: no edge, or no negative eigenvalue
+        svm = np.array([len(e) > 0 for e in edge_lists], dtype=bool) & (lam < 0)
+        if svm.any():
+            scale = -lam[svm] * (1.0 + float(self.rho_margin))
+            out[svm] = one_class_svm_stack(a[svm] / scale[:, None, None] + np.eye(n))
+        return out
+
     def _graph_state(self, n: int, edges: np.ndarray) -> tuple[object, bool]:
         return self.alphas(n, edges), True
+
+    def _graph_states(self, graphs: GraphBatch, ids: list[int], offsets: np.ndarray, pairs: np.ndarray
+                      ) -> tuple[dict[int, object], int]:
+        """Graphs of up to ``DENSE_MAX`` nodes in stacks of equal size (:meth:`alphas_stack`: on
+        NCI1, 4,110 small problems' Python overhead was most of the embedding); larger ones
+        one by one on the sparse path."""
+        sizes = graphs.nodes_per_graph
+        small = [g for g in ids if sizes[g] <= solvers.DENSE_MAX]
+        reps, not_converged = super()._graph_states(graphs, [g for g in ids if sizes[g] > solvers.DENSE_MAX],
+                                                    offsets, pairs)
+        for n in sorted({int(sizes[g]) for g in small}):
+            same = [g for g in small if sizes[g] == n]
+            step = max(1, _STACK_ENTRIES // (n * n))
+            for a in range(0, len(same), step):
+                part = same[a:a + step]
+                alphas = self.alphas_stack(n, [pairs[offsets[g]:offsets[g + 1]] for g in part])
+                reps.update(zip(part, alphas))
+        return reps, not_converged
 
     def _subset_values(self, rep: object, subsets: np.ndarray) -> np.ndarray:
         alpha = np.asarray(rep)
@@ -466,6 +527,24 @@ class SvmThetaKernel(_ThetaKernel):
         out = np.zeros(len(subsets))
         for c in range(vals.shape[1]):  # sequential sum in index order
             out += vals[:, c]
+        return out
+
+    def _values(self, reps: dict, requests: list[tuple[int, int, np.ndarray]]) -> list[np.ndarray]:
+        """:meth:`_subset_values` of all the requests of one subset size at once, from the
+        chunk's α laid end to end (the same sums, in the same order)."""
+        ids = sorted(reps)
+        flat = np.concatenate([np.asarray(reps[g], dtype=np.float64) for g in ids]) if ids else np.zeros(0)
+        start = dict(zip(ids, np.concatenate([[0], np.cumsum([len(reps[g]) for g in ids])]).tolist()))
+        out: list[np.ndarray] = [np.zeros(0)] * len(requests)
+        for d in sorted({d for _, d, _ in requests}):
+            idx = [i for i, (_, dd, _) in enumerate(requests) if dd == d]
+            vals = flat[np.concatenate([requests[i][2] + start[requests[i][0]] for i in idx])]
+            sums = np.zeros(len(vals))
+            for c in range(d):  # sequential sum in index order
+                sums += vals[:, c]
+            bounds = np.cumsum([len(requests[i][2]) for i in idx])[:-1]
+            for i, part in zip(idx, np.split(sums, bounds)):
+                out[i] = part
         return out
 
 

@@ -227,5 +227,52 @@ def one_class_svm(k: np.ndarray | sp.spmatrix, tol: float = 1e-10, max_iter: int
     raise RuntimeError(f"one-class SVM (block principal pivoting) did not converge in {max_iter} iterations")
 
 
-__all__ = ["DENSE_MAX", "lovasz_representation", "min_eigenvalue", "one_class_svm", "require_cvxopt",
-           "simplex_min", "svm_theta_matrix"]
+def one_class_svm_stack(k: np.ndarray, tol: float = 1e-10, max_iter: int = 1000) -> np.ndarray:
+    """:func:`one_class_svm` for a stack of dense positive definite matrices ``k`` (B, n, n):
+    (B, n) α, each row that of its own matrix.
+
+    The same block principal pivoting, one iteration of every unfinished matrix at a time: the
+    system of matrix ``b`` is ``k[b]`` with the rows and columns outside its passive set
+    replaced by the identity and a right-hand side of 0 there, so those α are exactly 0 and
+    the passive block is ``K_FF α_F = 1``. Every step is a per-matrix NumPy gufunc or
+    elementwise operation, so a matrix's α never depends on the others in the stack. The
+    first iteration (everything passive) is the very solve of :func:`one_class_svm`; later
+    ones factor the padded matrix instead of ``K_FF``, which agrees to rounding (the tests
+    compare the two).
+    """
+    b, n = k.shape[:2]
+    out = np.zeros((b, n))
+    passive = np.ones((b, n), dtype=bool)
+    best = np.full(b, n + 1)
+    backup = np.full(b, 3)
+    todo = np.arange(b)
+    eye = np.eye(n, dtype=bool)
+    for _ in range(max_iter):
+        if len(todo) == 0:
+            return out
+        kt, p = k[todo], passive[todo]
+        outside = ~(p[:, :, None] & p[:, None, :])
+        x = np.linalg.solve(np.where(outside, eye, kt), p[:, :, None].astype(np.float64))[:, :, 0]
+        grad = np.matmul(kt, x[:, :, None])[:, :, 0] - 1.0
+        bad = (p & (x < -tol)) | (~p & (grad < -tol))
+        n_bad = bad.sum(axis=1)
+        done = n_bad == 0
+        out[todo[done]] = np.maximum(x[done], 0.0)
+        improve = ~done & (n_bad < best[todo])
+        retry = ~done & ~improve & (backup[todo] > 0)
+        stuck = ~done & ~improve & ~retry
+        best[todo[improve]] = n_bad[improve]
+        backup[todo[improve]] = 3
+        backup[todo[retry]] -= 1
+        p ^= bad & (improve | retry)[:, None]
+        rows = np.flatnonzero(stuck)  # Murty's rule: swap the last violating index alone
+        p[rows, n - 1 - np.argmax(bad[rows, ::-1], axis=1)] ^= True
+        passive[todo] = p
+        todo = todo[~done]
+    if len(todo) == 0:
+        return out
+    raise RuntimeError(f"one-class SVM (block principal pivoting) did not converge in {max_iter} iterations")
+
+
+__all__ = ["DENSE_MAX", "lovasz_representation", "min_eigenvalue", "one_class_svm", "one_class_svm_stack",
+           "require_cvxopt", "simplex_min", "svm_theta_matrix"]
