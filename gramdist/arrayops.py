@@ -26,6 +26,22 @@ def unique_sorted(x: np.ndarray, runs: bool = False) -> np.ndarray:
     return x[keep]
 
 
+def stable_order(ids: np.ndarray, n_ids: int) -> np.ndarray:
+    """``np.argsort(ids, kind="stable")`` for non-negative integer ids below ``n_ids``, the same
+    permutation, by stable sorts of 16-bit digits (least significant first).
+
+    NumPy's stable sort is a radix sort for types of at most 16 bits and a timsort for wider
+    ones: grouping 16 M pairs by 1,178 graph ids took 0.56 s as int64, 0.13 s as uint16.
+    """
+    ids = np.asarray(ids)
+    order = np.argsort((ids & 0xFFFF).astype(np.uint16), kind="stable")
+    shift = 16
+    while n_ids > 1 << shift:
+        order = order[np.argsort(((ids[order] >> shift) & 0xFFFF).astype(np.uint16), kind="stable")]
+        shift += 16
+    return order
+
+
 def unique_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct rows of ``x`` (each item flattened to a row), compared as raw bytes.
 

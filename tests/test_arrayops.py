@@ -1,11 +1,11 @@
-"""Array primitives the engine applies to every tile: normalisation and mirroring."""
+"""Array primitives the engine and the kernels share: normalisation, mirroring, stable grouping."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from gramdist.arrayops import mirror_upper, normalize_block
+from gramdist.arrayops import mirror_upper, normalize_block, stable_order
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (5, 7), (130, 300), (300, 129)])
@@ -74,3 +74,17 @@ def test_batch_arcs_list_each_nodes_neighbours_sorted_with_their_edges():
     # in edge order (Python's sort is stable), the order the kernels have always seen
     assert got == sorted(forward + backward, key=lambda t: (t[0], t[1]))
     assert np.diff(indptr).tolist() == np.bincount([t[0] for t in got], minlength=batch.n_nodes).tolist()
+
+
+@pytest.mark.parametrize("n_ids", [1, 2, 1178, 1 << 16, (1 << 16) + 1, 1 << 20, 1 << 33])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint16])
+def test_stable_order_is_the_stable_argsort(n_ids, dtype):
+    """16-bit radix passes give exactly NumPy's stable argsort: ties keep their order (many
+    repeated ids), ids up to 33 bits take three passes, narrower dtypes work as they are."""
+    if np.iinfo(dtype).max < n_ids - 1:
+        pytest.skip("ids do not fit the dtype")
+    rng = np.random.default_rng(n_ids % 1000)
+    ids = rng.integers(0, n_ids, size=50_000).astype(dtype)
+    ids[:1000] = ids[0]  # a long run of ties
+    assert np.array_equal(stable_order(ids, n_ids), np.argsort(ids, kind="stable"))
+    assert stable_order(ids[:0], n_ids).shape == (0,)

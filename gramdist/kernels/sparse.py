@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from gramdist.arrayops import group_offsets, ranges, unique_sorted
+from gramdist.arrayops import group_offsets, ranges, stable_order, unique_sorted
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState
 
@@ -398,7 +398,7 @@ def grouped_by_row(g: np.ndarray, k: np.ndarray, v: np.ndarray | float,
     when already grouped; ``moved``: new arrays were made) and each row's segment."""
     moved = False
     if len(g) > 1 and np.any(g[1:] < g[:-1]):
-        order = np.argsort(g, kind="stable")
+        order = stable_order(g, n_graphs)
         g, k = g[order], k[order]
         v = v if np.ndim(v) == 0 else v[order]
         moved = True
@@ -424,7 +424,7 @@ def sort_segments(keys: np.ndarray, indptr: np.ndarray, values: np.ndarray | Non
     if len(keys) < 64 * n_seg:  # small segments: global sort
         seg = np.repeat(np.arange(n_seg, dtype=np.int64), np.diff(indptr))
         order = np.argsort(keys, kind="stable")
-        order = order[np.argsort(seg[order], kind="stable")]
+        order = order[stable_order(seg[order], n_seg)]
         return keys[order], (None if values is None else values[order])
     for i in range(n_seg):
         lo, hi = int(indptr[i]), int(indptr[i + 1])

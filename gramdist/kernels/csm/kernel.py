@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from gramdist.arrayops import group_offsets
+from gramdist.arrayops import group_offsets, stable_order
 from gramdist.errors import InputError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param
@@ -215,7 +215,7 @@ class CSMKernel(GraphKernel):
             return SparseFeatures.empty(len(graphs))
         g, k, code = np.concatenate(rows), np.concatenate(keys), np.concatenate(codes)
         order = np.argsort(k)  # equal keys are equal copies: an unstable sort is enough ...
-        order = order[np.argsort(g[order], kind="stable")]  # ... then by graph (small ints: radix)
+        order = order[stable_order(g[order], len(graphs))]  # ... then by graph
         g, k, code = g[order], k[order], code[order]
         new = np.ones(len(k), dtype=bool)
         new[1:] = (g[1:] != g[:-1]) | (k[1:] != k[:-1])

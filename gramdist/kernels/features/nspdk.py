@@ -105,7 +105,7 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 from threadpoolctl import threadpool_limits
 
-from gramdist.arrayops import group_offsets, ranges
+from gramdist.arrayops import group_offsets, ranges, stable_order
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import check_param
 from gramdist.kernels.hashing import as_u64, combine, mix, segment_sum_u64, tag
@@ -508,7 +508,7 @@ def _count_features(rows: np.ndarray, keys: np.ndarray, n_graphs: int, n_blocks:
 
     The block of a key is its low 8 bits (see :meth:`NSPDKKernel._features_block`).
     """
-    order = np.argsort(rows.astype(np.uint32 if n_graphs >= 1 << 16 else np.uint16), kind="stable")
+    order = stable_order(rows, n_graphs)
     indptr = group_offsets(rows, n_graphs)
     k, _ = sort_segments(keys[order], indptr)
     new = np.empty(len(k), dtype=bool)

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gramdist.arrayops import stable_order
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import KernelState, check_param
 from gramdist.kernels.hashing import combine, mix, tag
@@ -113,7 +114,8 @@ class PyramidMatchKernel(SparseFeatureKernel):
             fine = np.minimum(np.floor(u[nodes, q] * (1 << L)), (1 << L) - 1).astype(np.int64)
             # one sort per dimension: bins are nested (bin_l = bin_L >> (L - l)), so the order by
             # (graph, label, finest bin) is also the order by (graph, label, bin) at every level
-            order = np.argsort((node_graph[nodes] * n_lab + lab_rank[nodes]) * (1 << L) + fine, kind="stable")
+            order = stable_order((node_graph[nodes] * n_lab + lab_rank[nodes]) * (1 << L) + fine,
+                                 len(graphs) * n_lab << L)
             nd = nodes[order]
             fine = fine[order]
             group = node_graph[nd] * n_lab + lab_rank[nd]
