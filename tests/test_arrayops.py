@@ -76,13 +76,12 @@ def test_batch_arcs_list_each_nodes_neighbours_sorted_with_their_edges():
     assert np.diff(indptr).tolist() == np.bincount([t[0] for t in got], minlength=batch.n_nodes).tolist()
 
 
-@pytest.mark.parametrize("n_ids", [1, 2, 1178, 1 << 16, (1 << 16) + 1, 1 << 20, 1 << 33])
-@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint16])
+@pytest.mark.parametrize("n_ids, dtype", [(n, dt) for dt in (np.int64, np.int32, np.uint16)
+                                            for n in (1, 2, 1178, 1 << 16, (1 << 16) + 1, 1 << 20, 1 << 33)
+                                            if n - 1 <= np.iinfo(dt).max])
 def test_stable_order_is_the_stable_argsort(n_ids, dtype):
     """16-bit radix passes give exactly NumPy's stable argsort: ties keep their order (many
     repeated ids), ids up to 33 bits take three passes, narrower dtypes work as they are."""
-    if np.iinfo(dtype).max < n_ids - 1:
-        pytest.skip("ids do not fit the dtype")
     rng = np.random.default_rng(n_ids % 1000)
     ids = rng.integers(0, n_ids, size=50_000).astype(dtype)
     ids[:1000] = ids[0]  # a long run of ties
