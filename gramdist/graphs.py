@@ -292,47 +292,6 @@ class GraphBatch:
             name=self.name,
         )
 
-    def induced(self, keep: np.ndarray, members: np.ndarray) -> GraphBatch:
-        """The subgraphs of the graphs ``members`` induced by the nodes ``keep``.
-
-        ``keep`` (N,) bool over the batch's nodes, False on every node outside ``members``;
-        ``members`` (M,) increasing graph indices. Node order, labels and attributes are kept,
-        and so are the edges with both ends kept (renumbered, in their stored order) with their
-        labels and attributes; ``y`` and ``graph_ids`` follow the graphs. The new batch's
-        :meth:`arcs` are this batch's, filtered and renumbered: the renumbering keeps the order,
-        so they are the arrays a sort would give, without one (k-core levels of D&D take
-        their arcs this way).
-        """
-        keep = np.asarray(keep, dtype=bool)
-        members = np.asarray(members, dtype=np.int64)
-        ge = self.global_edges
-        ekeep = keep[ge[:, 0]] & keep[ge[:, 1]]
-        counts = np.bincount(self.node_graph[keep], minlength=self.n_graphs)[members]
-        ecounts = np.bincount(self.edge_graph[ekeep], minlength=self.n_graphs)[members]
-        node_offsets = np.concatenate([[0], np.cumsum(counts)])
-        new_node = np.cumsum(keep) - 1  # index among the kept nodes, for kept nodes
-        slot = np.zeros(self.n_graphs, dtype=np.int64)
-        slot[members] = np.arange(len(members))
-        shift = node_offsets[slot[self.edge_graph[ekeep]]]
-        kept = GraphBatch(
-            node_offsets=node_offsets,
-            edge_offsets=np.concatenate([[0], np.cumsum(ecounts)]),
-            edges=new_node[ge[ekeep]] - shift[:, None],
-            node_labels=None if self.node_labels is None else self.node_labels[keep],
-            node_attrs=None if self.node_attrs is None else self.node_attrs[keep],
-            edge_labels=None if self.edge_labels is None else self.edge_labels[ekeep],
-            edge_attrs=None if self.edge_attrs is None else self.edge_attrs[ekeep],
-            y=None if self.y is None else self.y[members],
-            graph_ids=self.graph_ids[members],
-            name=self.name,
-        )
-        indptr, nbrs, eids = self.arcs()
-        src = np.repeat(np.arange(self.n_nodes, dtype=np.int64), np.diff(indptr))
-        arc = keep[src] & keep[nbrs]
-        kept._cache["arcs"] = (group_offsets(new_node[src[arc]], kept.n_nodes), new_node[nbrs[arc]],
-                               (np.cumsum(ekeep) - 1)[eids[arc]])
-        return kept
-
     def chunks(self, size: int) -> list[GraphBatch]:
         """Consecutive sub-batches of ``size`` graphs (the last may be shorter)."""
         return [self[i : i + size] for i in range(0, self.n_graphs, size)]
@@ -430,7 +389,7 @@ class GraphBatch:
         e_off = [b.edge_offsets - b.edge_offsets[0] for b in batches]
         n_shift = np.cumsum([0] + [o[-1] for o in n_off[:-1]])
         e_shift = np.cumsum([0] + [o[-1] for o in e_off[:-1]])
-        out = GraphBatch(
+        return GraphBatch(
             node_offsets=np.concatenate([[0]] + [o[1:] + s for o, s in zip(n_off, n_shift)]),
             edge_offsets=np.concatenate([[0]] + [o[1:] + s for o, s in zip(e_off, e_shift)]),
             edges=np.concatenate([b.edges for b in batches]),
@@ -442,15 +401,6 @@ class GraphBatch:
             graph_ids=np.concatenate([b.graph_ids for b in batches]),
             name=name or batches[0].name,
         )
-        if all("arcs" in b._cache for b in batches):  # graphs are disjoint: the arcs concatenate, shifted
-            arcs = [b._cache["arcs"] for b in batches]
-            a_shift = np.cumsum([0] + [len(a[1]) for a in arcs[:-1]])
-            out._cache["arcs"] = (
-                np.concatenate([[0]] + [a[0][1:] + int(s) for a, s in zip(arcs, a_shift)]),
-                np.concatenate([a[1] + int(s) for a, s in zip(arcs, n_shift)]),
-                np.concatenate([a[2] + int(s) for a, s in zip(arcs, e_shift)]),
-            )
-        return out
 
     # ------------------------------------------------------------ identity
     def checksum(self) -> str:

@@ -104,31 +104,6 @@ def test_core_batches_are_the_induced_subgraphs():
             assert sorted(map(tuple, a.edges.tolist())) == sorted(map(tuple, b.edges.tolist()))
 
 
-def test_core_batches_inherit_the_arcs_a_sort_gives():
-    """A core batch's arcs are its parent's, filtered and renumbered (no sort): the very arrays
-    GraphBatch.arcs sorts from scratch, with self-loops and repeated edges in the graphs, on a
-    slice of a batch, and for the levels concatenated (the fit's batch of all cores)."""
-    from gramdist.kernels.core.kernel import _concat
-
-    base = random_graphs(60, 3)
-    per_graph = [g.edges[np.r_[np.arange(len(g.edges)), np.zeros(min(1, len(g.edges)), int)]] for g in base]
-    whole = GraphBatch(node_offsets=base.node_offsets, edge_offsets=np.r_[0, np.cumsum([len(x) for x in per_graph])],
-                       edges=np.concatenate(per_graph), node_labels=base.node_labels)  # each first edge twice
-    whole = GraphBatch(node_offsets=whole.node_offsets, edge_offsets=whole.edge_offsets, edges=whole.edges,
-                       node_labels=whole.node_labels, edge_labels=np.arange(whole.n_edges))
-    e = whole.edges
-    assert (e[:, 0] == e[:, 1]).any() and len(np.unique(whole.global_edges, axis=0)) < whole.n_edges
-    for graphs in (whole, whole[7:50]):
-        core = core_numbers(graphs)
-        deg = degeneracies(graphs, core)
-        levels = [core_batch(graphs, core, lev, np.flatnonzero(deg >= lev)) for lev in range(int(deg.max()) + 1)]
-        for b in [*levels, _concat(levels)]:
-            fresh = GraphBatch(node_offsets=b.node_offsets, edge_offsets=b.edge_offsets, edges=b.edges).arcs()
-            assert all(np.array_equal(x, y) for x, y in zip(b.arcs(), fresh))
-        for b in levels:  # the kept edges, in their stored order, with their labels
-            assert np.all(np.diff(b.edge_labels) > 0)
-
-
 # --------------------------------------------------------------------------- the kernel
 @pytest.mark.parametrize("h", [0, 2, 4])
 def test_matches_sum_over_networkx_cores_with_wl(h):

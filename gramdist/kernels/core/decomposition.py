@@ -17,23 +17,21 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from gramdist.arrayops import group_offsets, ranges
+from gramdist.arrayops import ranges
 from gramdist.graphs import GraphBatch
 
 
 def simple_adjacency(graphs: GraphBatch) -> sp.csr_matrix:
-    """(N, N) symmetric 0/1 CSR adjacency of the batch without self-loops, sorted columns.
-
-    The batch's cached :meth:`GraphBatch.adjacency` less its diagonal (that matrix itself when
-    no graph has a self-loop: read it, do not modify it).
-    """
-    a = graphs.adjacency()
-    rows = np.repeat(np.arange(a.shape[0], dtype=np.int64), np.diff(a.indptr))
-    off_diagonal = a.indices != rows
-    if off_diagonal.all():
-        return a
-    return sp.csr_matrix((a.data[off_diagonal], a.indices[off_diagonal],
-                          group_offsets(rows[off_diagonal], a.shape[0])), shape=a.shape)
+    """(N, N) symmetric 0/1 CSR adjacency of the batch without self-loops, sorted columns."""
+    e = graphs.global_edges
+    e = e[e[:, 0] != e[:, 1]]
+    n = graphs.n_nodes
+    a = sp.csr_matrix((np.ones(2 * len(e)), (np.concatenate([e[:, 0], e[:, 1]]), np.concatenate([e[:, 1], e[:, 0]]))),
+                      shape=(n, n))
+    a.sum_duplicates()
+    a.data[:] = 1.0
+    a.sort_indices()
+    return a
 
 
 def core_numbers(graphs: GraphBatch) -> np.ndarray:
@@ -73,17 +71,42 @@ def degeneracies(graphs: GraphBatch, core: np.ndarray) -> np.ndarray:
 
 
 def core_batch(graphs: GraphBatch, core: np.ndarray, level: int, members: np.ndarray) -> GraphBatch:
-    """The ``level``-cores of the graphs ``members`` (increasing indices) as a new batch.
+    """The ``level``-cores of the graphs ``members`` (in that order) as a new batch.
 
     Induced subgraphs on the nodes with core number ≥ level: node order, node labels and
     attributes, edges (canonical u ≤ v, in their stored order), edge labels and attributes
-    are those of the original graph; ``y`` and ``graph_ids`` follow the graphs. The batch's
-    arcs are filtered from ``graphs``' (:meth:`GraphBatch.induced`), not sorted again.
+    are those of the original graph; ``y`` and ``graph_ids`` follow the graphs.
     """
     members = np.asarray(members, dtype=np.int64)
-    in_members = np.zeros(len(graphs), dtype=bool)
-    in_members[members] = True
-    return graphs.induced((core >= level) & in_members[graphs.node_graph], members)
+    sub = graphs.take(members) if not (len(members) == len(graphs) and np.array_equal(members, np.arange(len(graphs)))) \
+        else graphs
+    if sub is not graphs:
+        sel = ranges(graphs.node_offsets[members] - graphs.node_offsets[0], graphs.nodes_per_graph[members])
+        core = core[sel]
+    keep = core >= level
+    node_graph = sub.node_graph
+    counts = np.bincount(node_graph[keep], minlength=len(sub))
+    # new local index of each kept node: its rank among the kept nodes of its graph
+    csum = np.cumsum(keep) - keep  # kept nodes before this one in the batch
+    first = np.zeros(len(sub) + 1, dtype=np.int64)
+    np.cumsum(counts, out=first[1:])
+    new_local = csum - first[:-1][node_graph]
+    ge = sub.global_edges
+    ekeep = keep[ge[:, 0]] & keep[ge[:, 1]] if len(ge) else np.zeros(0, dtype=bool)
+    edges = np.stack([new_local[ge[ekeep, 0]], new_local[ge[ekeep, 1]]], axis=1) if len(ge) else np.zeros((0, 2))
+    ecounts = np.bincount(sub.edge_graph[ekeep], minlength=len(sub)) if len(ge) else np.zeros(len(sub), np.int64)
+    return GraphBatch(
+        node_offsets=np.concatenate([[0], np.cumsum(counts)]),
+        edge_offsets=np.concatenate([[0], np.cumsum(ecounts)]),
+        edges=edges,
+        node_labels=None if sub.node_labels is None else sub.node_labels[keep],
+        node_attrs=None if sub.node_attrs is None else sub.node_attrs[keep],
+        edge_labels=None if sub.edge_labels is None else sub.edge_labels[ekeep],
+        edge_attrs=None if sub.edge_attrs is None else sub.edge_attrs[ekeep],
+        y=sub.y,
+        graph_ids=sub.graph_ids,
+        name=sub.name,
+    )
 
 
 __all__ = ["core_batch", "core_numbers", "degeneracies", "simple_adjacency"]

@@ -308,8 +308,18 @@ class CoreKernel(GraphKernel):
 
 
 def _concat(batches: list[GraphBatch]) -> GraphBatch:
-    """One batch with the graphs of ``batches`` one after the other (their arcs concatenated)."""
-    return GraphBatch.concat(batches)
+    """One batch with the graphs of ``batches`` one after the other."""
+    def cat(name: str) -> np.ndarray | None:
+        parts = [getattr(b, name) for b in batches]
+        if any(p is None for p in parts):
+            return None
+        return np.concatenate(parts)
+
+    n_off = np.concatenate([[0], np.cumsum(np.concatenate([b.nodes_per_graph for b in batches]))])
+    e_off = np.concatenate([[0], np.cumsum(np.concatenate([b.edges_per_graph for b in batches]))])
+    return GraphBatch(node_offsets=n_off, edge_offsets=e_off, edges=np.concatenate([b.edges for b in batches]),
+                      node_labels=cat("node_labels"), node_attrs=cat("node_attrs"), edge_labels=cat("edge_labels"),
+                      edge_attrs=cat("edge_attrs"), y=cat("y"), graph_ids=cat("graph_ids"), name=batches[0].name)
 
 
 __all__ = ["CoreEmbedding", "CoreFeatures", "CoreKernel", "kernel_spec"]
