@@ -77,6 +77,16 @@ class Embedding(Protocol):
 #: (2026-11-28, 2 cores, ``gramdist run`` of D&D end to end): WL 3.7-4.3 s on a two-worker
 #: LocalCluster (1.0-1.4 s of it starting the cluster), 1.8-2.0 s in process (embed 0.2 s).
 LINEAR_NODE_WEIGHT = 0.5
+#: ``node_weight`` of a kernel whose embeddings run in the in-process pool of threads
+#: (``embeds_in_threads``: LAPACK and NumPy over whole chunks) and cost more than a linear pass:
+#: in process both cores are busy as on two workers, without starting a cluster or shipping
+#: embeddings between processes. Measured (2026-11-28, ``benchmarks/bench_placement_dd.py
+#: --rows pyramid_match dm sp graphlet lovasz_theta nspdk``, medians of two, D&D end to end):
+#: pyramid match 16.5 s on two workers, 13.6 s in process; DM 9.3 s, 7.2 s (and less memory
+#: for both). Kernels whose embeddings run one chunk at a time in process lose there (shortest
+#: path 17.1 s against 20.7 s, graphlets 13.3 against 17.0 s, SVM-θ 6.7 against 7.5 s, NSPDK
+#: 23.9 against 25.9 s) and keep a weight of 1.
+POOLED_NODE_WEIGHT = 0.5
 
 
 @dataclass

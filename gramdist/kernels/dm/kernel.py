@@ -49,7 +49,7 @@ from threadpoolctl import threadpool_limits
 
 from gramdist.errors import DatasetError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import POOLED_NODE_WEIGHT, GraphKernel, KernelState, check_param
 from gramdist.kernels.dm import descriptors as desc
 from gramdist.kernels.dm.histograms import K_CAP, BinLayout, Histograms, match_tile, self_match
 from gramdist.kernels.dm.pyramid import Pyramid, descend, fit_pyramid
@@ -86,6 +86,7 @@ class DescriptorMatchingKernel(GraphKernel):
 
     name = "dm"
     embeds_in_threads = True  # LAPACK and NumPy on the chunk's descriptors: NCI1 embed 1.27 -> 1.01 s on 2 cores
+    node_weight = POOLED_NODE_WEIGHT  # embeddings in the pool: D&D runs in process (base.py)
     uses_node_attributes = True
 
     def __init__(self, h: int = 10, eta: float = 0.5, t: int = 4, b: int = 10,
