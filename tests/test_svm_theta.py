@@ -257,3 +257,17 @@ def test_simple_edge_lists_match_simple_edges_graph_by_graph(mutag):
     offsets, pairs = simple_edge_lists(odd)
     assert pairs[offsets[0]:offsets[1]].tolist() == [[0, 1], [1, 2]] and offsets[1] == offsets[2]
     assert pairs[offsets[2]:offsets[3]].tolist() == [[0, 1]]
+
+
+def test_batched_subset_sums_equal_the_per_graph_ones(mutag, monkeypatch):
+    """SvmThetaKernel._values (all requests of one size at once) against the per-request
+    _subset_values that the base class loops over: the same bits."""
+    from gramdist.kernels.theta.kernel import _ThetaKernel
+
+    kernel = SvmThetaKernel(base_kernel="rbf")
+    state = kernel.fit(mutag, 0)
+    batched = kernel.embed(mutag[:80], state)
+    monkeypatch.setattr(SvmThetaKernel, "_values", _ThetaKernel._values)
+    looped = kernel.embed(mutag[:80], state)
+    assert np.array_equal(batched.values, looped.values, equal_nan=True)
+    assert np.array_equal(batched.counts, looped.counts)
