@@ -1,8 +1,9 @@
-"""D&D in this process or on a LocalCluster: the A/B behind the one-pass kernels' ``node_weight``.
+"""D&D in this process or on a LocalCluster: the A/B behind the kernels' ``node_weight`` of 0.5.
 
 Usage::
 
     python benchmarks/bench_placement_dd.py [--rows wl hadamard ...] [--repeats 2]
+    python benchmarks/bench_placement_dd.py --rows pyramid_match dm sp graphlet lovasz_theta nspdk
 
 Each run is ``gramdist run`` of the kernel table's D&D job (``bench_kernel_table.run_one``) in a
 fresh process, timed end to end with the peak memory of its process tree, once with

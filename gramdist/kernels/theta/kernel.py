@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -251,6 +252,23 @@ class _ThetaKernel(GraphKernel):
         """The values of every request (graph, size, subsets); subclasses may batch them."""
         return [self._subset_values(reps[g], subsets) for g, _, subsets in requests]
 
+    @staticmethod
+    def _by_size(requests: list[tuple[int, int, np.ndarray]],
+                 values_of: Callable[[list[int]], np.ndarray]) -> list[np.ndarray]:
+        """The values of every request, those of one subset size computed at once:
+        ``values_of(indices)`` gives the values of the requests ``indices`` one after the other,
+        which are split back per request."""
+        by_size: dict[int, list[int]] = {}
+        for i, (_, d, _) in enumerate(requests):
+            by_size.setdefault(d, []).append(i)
+        out: list[np.ndarray] = [np.zeros(0)] * len(requests)
+        for d in sorted(by_size):
+            idx = by_size[d]
+            bounds = np.cumsum([len(requests[i][2]) for i in idx])[:-1]
+            for i, part in zip(idx, np.split(values_of(idx), bounds)):
+                out[i] = part
+        return out
+
     # ------------------------------------------------------------ contract
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
         return KernelState(arrays={}, attrs={"seed": int(seed), "fit_graphs": len(graphs)})
@@ -421,18 +439,11 @@ class LovaszThetaKernel(_ThetaKernel):
     def _values(self, reps: dict, requests: list[tuple[int, int, np.ndarray]]) -> list[np.ndarray]:
         """All subsets of one size, over every graph of the chunk, in one :func:`simplex_min`
         call (each matrix is solved on its own, so a value does not depend on the batch)."""
-        out: list[np.ndarray] = [np.zeros(0)] * len(requests)
-        for d in sorted({d for _, d, _ in requests}):
-            idx = [i for i, (_, dd, _) in enumerate(requests) if dd == d]
-            ks = np.concatenate([np.asarray(reps[requests[i][0]])[requests[i][2][:, :, None], requests[i][2][:, None, :]]
-                                 for i in idx])
-            vals = 1.0 / simplex_min(ks)
-            start = 0
-            for i in idx:
-                m = len(requests[i][2])
-                out[i] = vals[start:start + m]
-                start += m
-        return out
+        def values_of(idx: list[int]) -> np.ndarray:
+            ks = [np.asarray(reps[g])[sub[:, :, None], sub[:, None, :]] for g, _, sub in (requests[i] for i in idx)]
+            return 1.0 / simplex_min(np.concatenate(ks))
+
+        return self._by_size(requests, values_of)
 
     def theta(self, graphs: GraphBatch) -> np.ndarray:
         """(G,) Lovász numbers θ(G) of the graphs (the SDP's optimum)."""
@@ -472,12 +483,7 @@ class SvmThetaKernel(_ThetaKernel):
     def alphas(self, n: int, edges: np.ndarray) -> np.ndarray:
         """The one-class SVM coefficients α of one graph (local edge list)."""
         if n <= solvers.DENSE_MAX:  # small graphs: dense arrays, no sparse-matrix overhead
-            a = np.zeros((n, n))
-            a[edges[:, 0], edges[:, 1]] = a[edges[:, 1], edges[:, 0]] = 1.0
-            lam = float(np.linalg.eigvalsh(a)[0]) if n else 0.0
-            if len(edges) == 0 or lam >= 0:
-                return np.ones(n)  # K = I
-            return one_class_svm(a / (-lam * (1.0 + float(self.rho_margin))) + np.eye(n))
+            return self.alphas_stack(n, [edges])[0]
         a = sp.coo_matrix((np.ones(2 * len(edges)), (np.concatenate([edges[:, 0], edges[:, 1]]),
                                                      np.concatenate([edges[:, 1], edges[:, 0]]))),
                           shape=(n, n)).tocsr()
@@ -485,9 +491,11 @@ class SvmThetaKernel(_ThetaKernel):
 
     def alphas_stack(self, n: int, edge_lists: list[np.ndarray]) -> np.ndarray:
         """(B, n) one-class SVM coefficients of B graphs of ``n <= DENSE_MAX`` nodes (local edge
-        lists), equal to :meth:`alphas` of each to rounding: the dense path's eigenvalue and
-        first solve per matrix of one stack (see :func:`solvers.one_class_svm_stack`)."""
+        lists), each the same bits alone or in any stack (per-matrix LAPACK calls, see
+        :func:`solvers.one_class_svm_stack`)."""
         b = len(edge_lists)
+        if n == 0:
+            return np.ones((b, 0))
         a = np.zeros((b, n, n))
         which = np.repeat(np.arange(b), [len(e) for e in edge_lists])
         e = np.concatenate(edge_lists) if b else np.zeros((0, 2), np.int64)
@@ -509,12 +517,14 @@ class SvmThetaKernel(_ThetaKernel):
         NCI1, 4,110 small problems' Python overhead was most of the embedding); larger ones
         one by one on the sparse path."""
         sizes = graphs.nodes_per_graph
-        small = [g for g in ids if sizes[g] <= solvers.DENSE_MAX]
+        by_size: dict[int, list[int]] = {}
+        for g in ids:
+            if sizes[g] <= solvers.DENSE_MAX:
+                by_size.setdefault(int(sizes[g]), []).append(g)
         reps, not_converged = super()._graph_states(graphs, [g for g in ids if sizes[g] > solvers.DENSE_MAX],
                                                     offsets, pairs)
-        for n in sorted({int(sizes[g]) for g in small}):
-            same = [g for g in small if sizes[g] == n]
-            step = max(1, _STACK_ENTRIES // (n * n))
+        for n, same in sorted(by_size.items()):
+            step = max(1, _STACK_ENTRIES // max(1, n * n))
             for a in range(0, len(same), step):
                 part = same[a:a + step]
                 alphas = self.alphas_stack(n, [pairs[offsets[g]:offsets[g + 1]] for g in part])
@@ -530,22 +540,13 @@ class SvmThetaKernel(_ThetaKernel):
         return out
 
     def _values(self, reps: dict, requests: list[tuple[int, int, np.ndarray]]) -> list[np.ndarray]:
-        """:meth:`_subset_values` of all the requests of one subset size at once, from the
-        chunk's α laid end to end (the same sums, in the same order)."""
+        """:meth:`_subset_values` of all the requests of one subset size at once, on the chunk's
+        α laid end to end (the same sums, in the same order)."""
         ids = sorted(reps)
         flat = np.concatenate([np.asarray(reps[g], dtype=np.float64) for g in ids]) if ids else np.zeros(0)
         start = dict(zip(ids, np.concatenate([[0], np.cumsum([len(reps[g]) for g in ids])]).tolist()))
-        out: list[np.ndarray] = [np.zeros(0)] * len(requests)
-        for d in sorted({d for _, d, _ in requests}):
-            idx = [i for i, (_, dd, _) in enumerate(requests) if dd == d]
-            vals = flat[np.concatenate([requests[i][2] + start[requests[i][0]] for i in idx])]
-            sums = np.zeros(len(vals))
-            for c in range(d):  # sequential sum in index order
-                sums += vals[:, c]
-            bounds = np.cumsum([len(requests[i][2]) for i in idx])[:-1]
-            for i, part in zip(idx, np.split(sums, bounds)):
-                out[i] = part
-        return out
+        return self._by_size(requests, lambda idx: self._subset_values(
+            flat, np.concatenate([requests[i][2] + start[requests[i][0]] for i in idx])))
 
 
 __all__ = ["LovaszThetaKernel", "SvmThetaKernel", "ThetaFeatures", "ThetaSamples", "graph_hashes", "samples_per_size",
