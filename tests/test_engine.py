@@ -440,3 +440,77 @@ def test_auto_placement_weighs_nodes_by_the_kernel(mutag, monkeypatch):
     dd_entries, dd_nodes = 1178 ** 2, 334_925
     assert auto.runs_here(dd_entries, int(dd_nodes * WLSubtreeKernel(3).node_weight))
     assert not auto.runs_here(dd_entries, int(dd_nodes * make_kernel("sp").node_weight))
+
+
+def _same_embedding(a, b) -> bool:
+    import dataclasses
+
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same_embedding(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and np.array_equal(a, b)
+    if dataclasses.is_dataclass(a):
+        return type(a) is type(b) and all(_same_embedding(getattr(a, f.name), getattr(b, f.name))
+                                          for f in dataclasses.fields(a) if not f.name.startswith("_"))
+    return a == b
+
+
+def test_kernels_that_embed_without_state_embed_the_same_bits_without_it(mutag, dataset_dir):
+    """Every kernel declaring ``embeds_without_state`` (the engine then embeds beside the fit,
+    with an empty state) gives the same embedding, K(g, g) and counters with and without its
+    fitted state; the declaration is inherited only where ``embed`` is not overridden."""
+    from gramdist.kernels import KERNELS, make_kernel
+    from gramdist.kernels.base import KernelState
+
+    dataset_dir("MUTAG")
+    graphs = mutag[:60]
+    kernels = [make_kernel(name) for name in KERNELS] + [make_kernel("core", base={"name": "wl", "h": 3})]
+    stateless = [k for k in kernels if k.embeds_without_state]
+    assert {"wl", "wloa", "sp", "core"} <= {k.name for k in stateless}
+    assert not {"pyramid_match", "propagation", "graphlet", "dm"} & {k.name for k in stateless}
+    for kernel in stateless:
+        state = kernel.fit(graphs, 0)
+        with_state, without = kernel.embed(graphs, state), kernel.embed(graphs, KernelState())
+        assert _same_embedding(with_state, without), kernel.name
+        assert np.array_equal(kernel.self_similarity(with_state, state), kernel.self_similarity(without, KernelState()))
+        if kernel.has_embedding_counts:
+            assert kernel.embedding_counts(with_state) == kernel.embedding_counts(without), kernel.name
+
+
+@pytest.mark.parametrize("name, beside", [("wl", True), ("core", True), ("pyramid_match", False)])
+def test_embeddings_run_beside_the_fit_only_where_the_kernel_says(mutag, dataset_dir, monkeypatch, name, beside):
+    """In process on two threads, a kernel that ``embeds_without_state`` has its chunks embedded
+    while its fit runs (the fit waits here until an embedding has started); any other kernel's
+    embeddings wait for the fitted state. The Gram is the one of a single thread, bit for bit."""
+    import threading
+
+    from gramdist.engine import tasks
+    from gramdist.engine.executor import InlineExecutor
+    from gramdist.engine.plan import plan_gram
+    from gramdist.engine.runner import compute_in_memory
+    from gramdist.kernels import make_kernel
+
+    dataset_dir("MUTAG")
+    kernel = make_kernel(name)
+    assert kernel.embeds_without_state is beside
+
+    def gram(threads: int) -> tuple[np.ndarray, bool]:
+        embedding = threading.Event()
+        seen: list[bool] = []
+        real_fit, real_embed = tasks.fit_task, tasks.embed_task
+        monkeypatch.setattr(tasks, "embed_task", lambda k, s, g: (embedding.set(), real_embed(k, s, g))[1])
+        monkeypatch.setattr(tasks, "fit_task", lambda k, g, seed: (
+            seen.append(embedding.wait(timeout=10 if beside and threads > 1 else 0.5)), real_fit(k, g, seed))[1])
+        ex = InlineExecutor(threads)
+        try:
+            plan = plan_gram(kernel, mutag, fit=FitSpec(seed=0), gram=GramSpec(tile_size=40, normalize=True))
+            return compute_in_memory(ex, plan, context=RunContext(log=lambda m: None)).gram, seen == [True]
+        finally:
+            ex.close()
+            monkeypatch.setattr(tasks, "fit_task", real_fit)
+            monkeypatch.setattr(tasks, "embed_task", real_embed)
+
+    one, _ = gram(1)
+    two, overlapped = gram(2)
+    assert np.array_equal(one, two)
+    assert overlapped is beside

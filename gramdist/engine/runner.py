@@ -200,13 +200,11 @@ def compute_into_store(ex: Executor, plan: GramPlan, sink: Any, context: RunCont
     restored = sink.prepare(plan)
     if restored:
         context.log(f"gramdist: wrote {', '.join(restored)} again from the graphs (verify --repair found them changed)")
-    steps.obtain_state(ex, plan, sink, context)
     token = steps.new_token()
-    state_f = steps.share_state(ex, sink, None, token)
     all_tiles = plan.grid.tiles()
     todo = [tl for tl in all_tiles if not sink.mask[tl]]
     already = len(all_tiles) - len(todo)
-    emb = steps.embed(ex, plan, state_f, sink, todo, token)
+    _, state_f, emb = steps.fit_and_embed(ex, plan, sink, context, todo, token)
     tiles = steps.compute_tiles(ex, plan, state_f, emb, sink, todo, token, context)
     plan.timings.update(tiles.timings)
     complete, notes = steps.finish(plan, sink, tiles, context)
@@ -240,12 +238,13 @@ def compute_in_memory(ex: Executor, plan: GramPlan, *, state: Any = None, contex
     """
     context = context or RunContext()
     sink = MemorySink(plan.grid, plan.dtype)
-    if state is None:
-        state = steps.obtain_state(ex, plan, sink, context)
     token = steps.new_token()
-    state_f = steps.share_state(ex, sink, state, token)
     todo = plan.grid.tiles()
-    emb = steps.embed(ex, plan, state_f, sink, todo, token, cache)
+    if state is None:
+        state, state_f, emb = steps.fit_and_embed(ex, plan, sink, context, todo, token, cache)
+    else:
+        state_f = steps.share_state(ex, sink, state, token)
+        emb = steps.embed(ex, plan, state_f, sink, todo, token, cache)
     tiles = steps.compute_tiles(ex, plan, state_f, emb, sink, todo, token, context)
     plan.timings.update(tiles.timings)
     _, notes = steps.finish(plan, sink, tiles, context, state=state)
@@ -259,15 +258,13 @@ def fit_in_memory(ex: Executor, plan: GramPlan, *, context: RunContext | None = 
     transformer's ``fit`` does before any tile."""
     context = context or RunContext()
     sink = MemorySink(plan.grid)
-    state = steps.obtain_state(ex, plan, sink, context)
-    if cache is not None:
-        token = steps.new_token()
-        state_f = steps.share_state(ex, sink, state, token)
-        cols_only = [(0, j) for j in range(plan.grid.shape[1])]  # the chunks a full row of tiles needs
-        steps.embed(ex, plan, state_f, sink, cols_only, token, cache)
-        for f in (*cache.chunks.values(), *cache.diag.values()):
-            if f.status == "error":
-                f.result()  # the embedding's own error, now rather than at the first transform
+    if cache is None:
+        return steps.obtain_state(ex, plan, sink, context)
+    cols_only = [(0, j) for j in range(plan.grid.shape[1])]  # the chunks a full row of tiles needs
+    state, _, _ = steps.fit_and_embed(ex, plan, sink, context, cols_only, steps.new_token(), cache)
+    for f in (*cache.chunks.values(), *cache.diag.values()):
+        if f.status == "error":
+            f.result()  # the embedding's own error, now rather than at the first transform
     return state
 
 

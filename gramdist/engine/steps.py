@@ -4,8 +4,8 @@ A Gram run is::
 
     plan = plan_job(job)                                 # plan.py: kernel, graphs, grid
     sink = StoreSink(store) | MemorySink(grid)           # sinks.py: where tiles go
-    state = obtain_state(ex, plan, sink, ctx)            # fit on the sample, or the stored state
-    emb = embed(ex, plan, state_f, sink, todo, ...)      # embeddings and K(g, g) of the chunks needed
+    state, state_f, emb = fit_and_embed(ex, plan, sink, ctx, todo, ...)  # the fit (or the stored
+                                                         # state), embeddings and K(g, g) of the chunks needed
     compute_tiles(ex, plan, state_f, emb, sink, todo, ...)  # tiles, as their embeddings are ready
     finish(plan, sink, tiles, ctx)                       # diagonal, done-mask, ``complete``
 
@@ -100,31 +100,57 @@ def create_store(plan: GramPlan, location: Location, overwrite: bool) -> GramSto
 
 
 # ------------------------------------------------------------------------------------ state
-def obtain_state(ex: Executor, plan: GramPlan, sink: Any, ctx: RunContext) -> KernelState | None:
-    """Fit the kernel on its sample, or copy ``fit.from_store``'s state, unless the sink's store
-    has one already. A store's state is written into it and None returned (it lives in the
-    store); a sink without a store gets the state returned."""
+@dataclass
+class PendingFit:
+    """A fit that :func:`start_fit` submitted: its future, its sample's indices and start time."""
+
+    future: Any
+    indices: np.ndarray
+    started: float
+
+
+def start_fit(ex: Executor, plan: GramPlan, sink: Any, ctx: RunContext) -> PendingFit | None:
+    """Submit the kernel's fit on its sample, or read ``fit.from_store``'s state; None when the
+    sink's store has a state already. The fit runs in the pool (in process) where the kernel
+    ``embeds_without_state``, so that :func:`fit_and_embed` can embed beside it."""
     store: Store | None = sink.state_store
     if store is not None and store.state_complete:
         ctx.log("gramdist: reusing the fitted state found in the store")
         return None
-    t = time.perf_counter()
+    started = time.perf_counter()
     if plan.fit.from_store:
         source = open_store(plan.fit.from_store)
         if source.kernel != plan.meta.kernel:
             raise StoreError(f"fit.from_store {plan.fit.from_store}: kernel or parameters differ from this job")
-        state, indices = source.read_state(), source.fit_indices()
-    else:
-        indices = fit_sample_indices(len(plan.cols), plan.fit.sample_size, plan.fit.seed)
-        whole = len(indices) == len(plan.cols) and isinstance(plan.cols, GraphBatch)  # a lazy dataset loads its sample
-        sample = plan.cols if whole else plan.cols.take(indices)
-        state = ex.submit(tasks.fit_task, plan.kernel, sample, plan.fit.seed, key=f"fit-{new_token()}").result()
-    plan.timings["fit_s"] = time.perf_counter() - t
-    ctx.log(f"gramdist: fitted on {len(indices)} graphs in {plan.timings['fit_s']:.2f} s")
+        return PendingFit(ex.put(source.read_state(), key=f"fit-{new_token()}"), source.fit_indices(), started)
+    indices = fit_sample_indices(len(plan.cols), plan.fit.sample_size, plan.fit.seed)
+    whole = len(indices) == len(plan.cols) and isinstance(plan.cols, GraphBatch)  # a lazy dataset loads its sample
+    sample = plan.cols if whole else plan.cols.take(indices)
+    future = ex.submit(tasks.fit_task, plan.kernel, sample, plan.fit.seed, key=f"fit-{new_token()}",
+                       pooled=plan.kernel.embeds_without_state)
+    return PendingFit(future, indices, started)
+
+
+def finish_fit(pending: PendingFit | None, plan: GramPlan, sink: Any, ctx: RunContext) -> KernelState | None:
+    """Wait for a :func:`start_fit`; a store's state is written into it and None returned (it
+    lives in the store), a sink without a store gets the state returned."""
+    if pending is None:
+        return None
+    state = pending.future.result()
+    plan.timings["fit_s"] = time.perf_counter() - pending.started
+    ctx.log(f"gramdist: fitted on {len(pending.indices)} graphs in {plan.timings['fit_s']:.2f} s")
+    store: Store | None = sink.state_store
     if store is not None:
-        store.write_state(state, indices)
+        store.write_state(state, pending.indices)
         return None
     return state
+
+
+def obtain_state(ex: Executor, plan: GramPlan, sink: Any, ctx: RunContext) -> KernelState | None:
+    """Fit the kernel on its sample, or copy ``fit.from_store``'s state, unless the sink's store
+    has one already. A store's state is written into it and None returned (it lives in the
+    store); a sink without a store gets the state returned."""
+    return finish_fit(start_fit(ex, plan, sink, ctx), plan, sink, ctx)
 
 
 def share_state(ex: Executor, sink: Any, state: KernelState | None, token: str) -> Any:
@@ -133,6 +159,27 @@ def share_state(ex: Executor, sink: Any, state: KernelState | None, token: str) 
     if state is None:
         return ex.submit(tasks.load_state_task, sink.state_store.location.resolved(), key=f"state-{token}")
     return ex.put(state, key=f"state-{token}")
+
+
+def fit_and_embed(ex: Executor, plan: GramPlan, sink: Any, ctx: RunContext, todo: list[tuple[int, int]],
+                  token: str, cache: ColumnCache | None = None) -> tuple[KernelState | None, Any, Embedded]:
+    """:func:`obtain_state`, :func:`share_state` and :func:`embed` in one: the state (None when
+    it lives in the sink's store), its future for the tasks, and the embeddings.
+
+    A kernel that ``embeds_without_state`` (its embedding is a fixed function of each graph,
+    such as WL's hashed labels) has its chunks embedded while the fit runs, given an empty
+    state: core(WL) on D&D spends 2 s fitting its label dictionary over every core, which its
+    embeddings do not read. Every other kernel's embeddings wait for the fitted state.
+    """
+    pending = start_fit(ex, plan, sink, ctx)
+    beside_fit = pending is not None and plan.kernel.embeds_without_state
+    if beside_fit:
+        emb = embed(ex, plan, ex.put(KernelState(), key=f"no-state-{token}"), sink, todo, token, cache)
+    state = finish_fit(pending, plan, sink, ctx)
+    state_f = share_state(ex, sink, state, token)
+    if not beside_fit:
+        emb = embed(ex, plan, state_f, sink, todo, token, cache)
+    return state, state_f, emb
 
 
 # ------------------------------------------------------------------------------------ embed

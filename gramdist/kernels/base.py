@@ -141,6 +141,10 @@ class GraphKernel:
     #: arrays); False where it is many small Python-level calls, which two threads run slower
     #: than one (NCI1: SVM-θ's embedding 1.9 s in one thread, 3.3 s in two)
     embeds_in_threads: ClassVar[bool] = False
+    #: whether :meth:`embed`, :meth:`self_similarity` and :meth:`embedding_counts` never read the
+    #: fitted state (the embedding is a fixed function of each graph, as WL's hashed labels): the
+    #: engine then embeds while the fit runs, with an empty state (tested per kernel: the same bits)
+    embeds_without_state: ClassVar[bool] = False
     #: whether :meth:`embedding_counts` gives counters worth gathering over a run
     has_embedding_counts: ClassVar[bool] = False
     #: whether a store should keep this kernel's embeddings for appends (``gram.keep_embeddings``):

@@ -23,6 +23,7 @@ so ``sq_norms(a)`` equals the diagonal of ``dot(a, a)`` bit for bit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -504,6 +505,15 @@ class SparseFeatureKernel(GraphKernel):
     """
 
     has_feature_vectors = True
+    embeds_without_state = True  # embed is features(graphs); self_similarity is sq_norms
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # a subclass with its own embed, self_similarity or feature_vectors may read the state: it embeds after
+        # the fit unless it says otherwise itself
+        super().__init_subclass__(**kwargs)
+        own = vars(cls)
+        if {"embed", "self_similarity", "feature_vectors"} & own.keys() and "embeds_without_state" not in own:
+            cls.embeds_without_state = False
 
     def features(self, graphs: GraphBatch) -> SparseFeatures:
         raise NotImplementedError

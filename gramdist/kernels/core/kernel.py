@@ -23,7 +23,9 @@ How it runs here
   (GraKeL fits a fresh base kernel per level; for kernels whose fit only records statistics,
   such as ``wl``, the values are the same).
 * ``embed`` decomposes each graph and embeds its cores level by level with the base kernel
-  (one batch per level: the i-cores of the chunk's graphs with δ* ≥ i).
+  (one batch per level: the i-cores of the chunk's graphs with δ* ≥ i). It reads the state
+  only to pass it to the base, so it ``embeds_without_state`` when the base does (WL): the
+  engine then embeds beside the fit (D&D, base WL: 4.87 → 4.30 s end to end).
 * ``pairwise`` adds the base blocks of the common levels, level 0 first, entry by entry:
   the same arithmetic whatever the tile, when the base has that property.
 * Explicit features: when the base has them, a graph's features are the base features of
@@ -197,6 +199,10 @@ class CoreKernel(GraphKernel):
     @property
     def embeds_in_threads(self) -> bool:  # type: ignore[override]
         return bool(self._base_attribute("embeds_in_threads", False))
+
+    @property
+    def embeds_without_state(self) -> bool:  # type: ignore[override]
+        return bool(self._base_attribute("embeds_without_state", False))
 
     @property
     def node_weight(self) -> float:  # type: ignore[override]
