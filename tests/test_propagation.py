@@ -117,6 +117,49 @@ def test_attributes_match_brute_force(metric, hashing):
     assert np.array_equal(gram_by_tiles(kernel, state, graphs, 7), brute_force_attrs(graphs, kernel, state))
 
 
+@pytest.mark.parametrize("hashing", ["projection", "per_dimension"])
+def test_labels_with_attributes_match_brute_force(hashing):
+    """``with_labels``: a node's bin is (label-distribution bin, attribute bin) per iteration,
+    each computed densely as in the two brute forces above; K counts nodes equal in both."""
+    graphs = random_graphs(30, seed=6, attr_dim=3)
+    kernel = make_kernel("propagation_attr", t_max=3, w=0.5, hashing=hashing, with_labels=True, label_w=0.05)
+    state = kernel.fit(graphs, 9)
+    labels, lstate = kernel.label_kernel(), kernel._label_state(state)
+    seed, dim = state.attrs["seed"], state.attrs["attr_dim"]
+    feats = []
+    for g in graphs:
+        tm = dense_transition(g)
+        cols = np.union1d(np.unique(g.node_labels), lstate.arrays["alphabet"])
+        p = np.zeros((g.n_nodes, len(cols)))
+        p[np.arange(g.n_nodes), np.searchsorted(cols, g.node_labels)] = 1.0
+        x = g.node_attrs.copy()
+        c = Counter()
+        for t in range(kernel.t_max + 1):
+            lab = np.floor((p @ labels.projection(t, cols, lstate.attrs["seed"]) + labels.offset(t, lstate.attrs["seed"]))
+                           / labels.w).astype(np.int64).tolist()
+            v, b = kernel.projection(t, dim, seed), kernel.offsets(t, dim, seed)
+            if hashing == "projection":
+                att = np.floor((x @ v + b[0]) / kernel.w).astype(np.int64).tolist()
+            else:
+                att = [tuple(r) for r in np.floor((x * v + b) / kernel.w).astype(np.int64).tolist()]
+            for key in zip(lab, att):
+                c[(t, key)] += 1
+            p, x = tm @ p, tm @ x
+        feats.append(c)
+    joint = gram_by_tiles(kernel, state, graphs, 7)
+    assert np.array_equal(joint, dot_counts(feats))
+    # the product of the two node kernels: never more than either alone
+    attrs_only = make_kernel("propagation_attr", t_max=3, w=0.5, hashing=hashing)
+    assert np.all(joint <= gram_by_tiles(attrs_only, attrs_only.fit(graphs, 9), graphs, 7))
+    assert np.all(joint <= gram_by_tiles(labels, lstate, graphs, 7))
+    # one label value everywhere: every label bin is shared, so the kernel is the attributes' alone
+    same = GraphBatch.from_graphs([g.edges for g in graphs], [g.n_nodes for g in graphs],
+                                  node_labels=[np.zeros(g.n_nodes, np.int64) for g in graphs],
+                                  node_attrs=[g.node_attrs for g in graphs])
+    assert np.array_equal(gram_by_tiles(kernel, kernel.fit(same, 9), same, 7),
+                          gram_by_tiles(attrs_only, attrs_only.fit(same, 9), same, 7))
+
+
 def test_hand_worked_example():
     # No labels: every distribution is the point mass, one bin per iteration, so
     # K = (t_max + 1) |V| |V'|.

@@ -78,8 +78,20 @@ way (``X_{t+1} = T X_t``, diffusion) and hashed per iteration:
   offsets); tests inject ours into GraKeL and get its Gram.
 
 Attributes are used as given (no standardisation: choose ``w`` on their scale; default
-``w = 4``, GraKeL's); node labels are not used. Graphs without node attributes are refused
-(``JobError``).
+``w = 4``, GraKeL's). Graphs without node attributes are refused (``JobError``).
+
+Labels and attributes together (``with_labels: true``): the paper's kernel for attributed
+graphs that also carry labels propagates both. A node's bin at iteration t is then the pair
+(its label distribution's bin, as ``propagation`` computes it with diffusion, the TV hash and
+width ``label_w``; its attribute bin), so two nodes count as equal only when they fall in the
+same bin for both, the product of the two node kernels:
+
+    K(G, G') = Σ_{t=0..t_max} Σ_{v ∈ G, v' ∈ G'} [h^lab_t(v) = h^lab_t(v')] [h^attr_t(v) = h^attr_t(v')].
+
+The label hash draws its projections from a seed derived from the fit seed (not the
+attributes' own streams). The DM paper's Table 3 PK rows (labels and attributes) are
+this reading; the default (``false``) uses the attributes alone, as GraKeL's
+``PropagationAttr`` does.
 """
 
 from __future__ import annotations
@@ -92,12 +104,13 @@ import scipy.sparse as sp
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_param
-from gramdist.kernels.hashing import as_u64, combine, tag
+from gramdist.kernels.hashing import as_u64, combine, mix, tag
 from gramdist.kernels.propagation.random import cauchy, normal, uniform
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 
 _TAG = tag("propagation.bin")
 _TAG_ATTR = tag("propagation_attr.bin")
+_TAG_JOINT = tag("propagation_attr.labels")
 # random streams (see random.py): projections and offsets never share one
 _S_GAUSS, _S_CAUCHY, _S_OFFSET = 10, 20, 1000
 _BIN_LIMIT = float(2**62)
@@ -208,6 +221,11 @@ class PropagationKernel(SparseFeatureKernel):
         return float(self.w) * float(uniform(seed, _S_OFFSET, t, np.zeros(1, np.uint64))[0])
 
     def features_with(self, graphs: GraphBatch, state: KernelState) -> SparseFeatures:
+        rows = np.tile(graphs.node_graph, self.t_max + 1)
+        return SparseFeatures.from_pairs(rows, np.concatenate(self.node_keys(graphs, state)), 1.0, len(graphs))
+
+    def node_keys(self, graphs: GraphBatch, state: KernelState) -> list[np.ndarray]:
+        """Per iteration t = 0..t_max, the (n_nodes,) bin key of every node of ``graphs``."""
         seed = int(state.attrs["seed"])
         alphabet = np.asarray(state.arrays["alphabet"], dtype=np.int64)
         labels = self._labels(graphs)
@@ -258,8 +276,7 @@ class PropagationKernel(SparseFeatureKernel):
                     p = tm @ p
                     if clamp is not None:
                         p[clamp] = p0[clamp]
-        rows = np.tile(graphs.node_graph, self.t_max + 1)
-        return SparseFeatures.from_pairs(rows, np.concatenate(keys), 1.0, len(graphs))
+        return keys
 
 
 class PropagationAttrKernel(SparseFeatureKernel):
@@ -275,16 +292,23 @@ class PropagationAttrKernel(SparseFeatureKernel):
         Distance the hash preserves (Cauchy or Gaussian projections).
     hashing : {"projection", "per_dimension"}, default "projection"
         One random projection per iteration, or GraKeL's per-dimension quantisation.
+    with_labels : bool, default False
+        Bin nodes by their label distribution too (see "Labels and attributes together").
+    label_w : float, default 1e-4
+        Bin width of the label hash (``with_labels``; the ``propagation`` kernel's default).
     """
 
     name = "propagation_attr"
     uses_node_attributes = True
 
-    def __init__(self, t_max: int = 5, w: float = 4.0, metric: str = "l1", hashing: str = "projection") -> None:
+    def __init__(self, t_max: int = 5, w: float = 4.0, metric: str = "l1", hashing: str = "projection",
+                 with_labels: bool = False, label_w: float = 1e-4) -> None:
         self.t_max = t_max
         self.w = w
         self.metric = metric
         self.hashing = hashing
+        self.with_labels = with_labels
+        self.label_w = label_w
 
     def validate(self) -> None:
         n = self.name
@@ -295,6 +319,11 @@ class PropagationAttrKernel(SparseFeatureKernel):
         check_param(self.metric in ("l1", "l2"), n, "metric", f"must be 'l1' or 'l2', got {self.metric!r}")
         check_param(self.hashing in ("projection", "per_dimension"), n, "hashing",
                     f"must be 'projection' or 'per_dimension', got {self.hashing!r}")
+        check_param(isinstance(self.with_labels, bool), n, "with_labels",
+                    f"must be true or false, got {self.with_labels!r}")
+        check_param(isinstance(self.label_w, (int, float)) and not isinstance(self.label_w, bool)
+                    and math.isfinite(self.label_w) and self.label_w > 0, n, "label_w",
+                    f"must be a finite number > 0, got {self.label_w!r}")
 
     def _attrs(self, graphs: GraphBatch, dim: int | None = None) -> np.ndarray:
         x = graphs.node_attrs
@@ -308,8 +337,9 @@ class PropagationAttrKernel(SparseFeatureKernel):
 
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
         x = self._attrs(graphs)
-        return KernelState(arrays={}, attrs={"seed": int(seed), "attr_dim": int(x.shape[1]),
-                                             "fit_graphs": len(graphs)})
+        arrays = self.label_kernel().fit(graphs, seed).arrays if self.with_labels else {}
+        return KernelState(arrays=arrays, attrs={"seed": int(seed), "attr_dim": int(x.shape[1]),
+                                                 "fit_graphs": len(graphs)})
 
     def embed(self, graphs: GraphBatch, state: KernelState) -> SparseFeatures:
         return self.features_with(graphs, state)
@@ -330,6 +360,28 @@ class PropagationAttrKernel(SparseFeatureKernel):
         return float(self.w) * uniform(seed, _S_OFFSET, t, np.arange(dim, dtype=np.uint64))
 
     def features_with(self, graphs: GraphBatch, state: KernelState) -> SparseFeatures:
+        keys = self.node_keys(graphs, state)
+        if self.with_labels:
+            labels = self.label_kernel().node_keys(graphs, self._label_state(state))
+            keys = [combine(_TAG_JOINT, lab, att) for lab, att in zip(labels, keys)]
+        rows = np.tile(graphs.node_graph, self.t_max + 1)
+        return SparseFeatures.from_pairs(rows, np.concatenate(keys), 1.0, len(graphs))
+
+    def label_kernel(self) -> PropagationKernel:
+        """The label part of ``with_labels``: diffusion of the label distributions, TV hash of
+        width ``label_w``, the same ``t_max``."""
+        return PropagationKernel(t_max=self.t_max, w=self.label_w)
+
+    @staticmethod
+    def _label_state(state: KernelState) -> KernelState:
+        # the label hash draws its projections from a seed of its own, so that a label value's
+        # coordinate is not the attribute dimension's of the same number
+        seed = int(mix(combine(_TAG_JOINT, np.uint64(int(state.attrs["seed"]) & 0xFFFFFFFFFFFFFFFF))))
+        return KernelState(arrays={"alphabet": np.asarray(state.arrays.get("alphabet", np.zeros(0, np.int64)))},
+                           attrs={"seed": seed})
+
+    def node_keys(self, graphs: GraphBatch, state: KernelState) -> list[np.ndarray]:
+        """Per iteration t = 0..t_max, the (n_nodes,) attribute bin key of every node."""
         seed, dim = int(state.attrs["seed"]), int(state.attrs["attr_dim"])
         x = np.array(self._attrs(graphs, dim), dtype=np.float64)
         tm = transition_matrix(graphs)
@@ -353,5 +405,4 @@ class PropagationAttrKernel(SparseFeatureKernel):
                 keys.append(combine(_TAG_ATTR, np.uint64(t), np.uint64(dim), *parts))
                 if t < self.t_max:
                     x = tm @ x
-        rows = np.tile(graphs.node_graph, self.t_max + 1)
-        return SparseFeatures.from_pairs(rows, np.concatenate(keys), 1.0, len(graphs))
+        return keys
