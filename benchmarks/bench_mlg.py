@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import gramdist_cmd, last_json_line, run_measured, save, this_command  # noqa: E402
+from common import gramdist_cmd, kernel_seconds, last_json_line, run_measured, save, this_command  # noqa: E402
 
 GRAKEL_SCRIPT = r"""
 import json, sys, time
@@ -118,7 +118,7 @@ def bench(dataset: str, args: argparse.Namespace, workdir: Path) -> dict:
     cmd = gramdist_cmd("run", str(job), "--out", str(store), "--overwrite", "--quiet", "--json")
     ours = measured(cmd)
     t = last_json_line(ours["stdout"])["timings"]
-    ours_kernel = t.get("fit_s", 0) + t["embed_s"] + t["tiles_s"]
+    ours_kernel = kernel_seconds(t)
     gk_out = workdir / f"{dataset}-grakel.npy"
     theirs = measured(["timeout", str(args.grakel_timeout), sys.executable, "-c", GRAKEL_SCRIPT, dataset,
                        str(args.levels), str(args.n_samples), str(args.rank), str(args.eta), str(args.gamma),

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import gramdist_cmd, last_json_line, run_measured, save, this_command  # noqa: E402
+from common import gramdist_cmd, kernel_seconds, last_json_line, run_measured, save, this_command  # noqa: E402
 
 GRAKEL_SCRIPT = r"""
 import json, sys, time
@@ -56,7 +56,7 @@ def bench(dataset: str, h: int, workdir: Path) -> dict:
     if ours["returncode"]:
         raise SystemExit(ours["stderr"])
     t = last_json_line(ours["stdout"])["timings"]
-    ours_kernel = t.get("fit_s", 0) + t["embed_s"] + t["tiles_s"]
+    ours_kernel = kernel_seconds(t)
     gk_out = workdir / f"{dataset}-grakel.npy"
     theirs = run_measured([sys.executable, "-c", GRAKEL_SCRIPT, dataset, str(h), str(gk_out),
                            str(Path(__file__).resolve().parent)])

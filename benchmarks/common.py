@@ -125,6 +125,17 @@ def last_json_line(text: str) -> dict:
     raise ValueError(f"no JSON line in output:\n{text[-2000:]}")
 
 
+def kernel_seconds(timings: dict) -> float:
+    """A ``gramdist run``'s kernel phase from its JSON timings: fit + embed + tiles, or, where a
+    kernel embeds during its fit (``embeds_without_state``: the phases overlap), the run's wall
+    time less reading, the cluster start and the finish, whichever is smaller."""
+    phases = timings.get("fit_s", 0) + timings["embed_s"] + timings["tiles_s"]
+    if "total_s" not in timings:
+        return phases
+    span = timings["total_s"] - timings.get("read_s", 0) - timings.get("cluster_s", 0) - timings.get("finish_s", 0)
+    return min(phases, span)
+
+
 def grakel_labelled_graphs(batch) -> list:
     """GraKeL ``Graph`` objects of a :class:`~gramdist.graphs.GraphBatch`: the same graphs (isolated
     nodes included, a self-loop once) with the same integer node labels, as WL compares them."""
