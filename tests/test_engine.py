@@ -514,3 +514,37 @@ def test_embeddings_run_beside_the_fit_only_where_the_kernel_says(mutag, dataset
     two, overlapped = gram(2)
     assert np.array_equal(one, two)
     assert overlapped is beside
+
+
+def test_grid_settings_are_placed_by_size_and_share_one_cluster(tmp_path, mutag, dataset_dir, monkeypatch):
+    """A grid's settings are placed one by one as single jobs are: small Grams in this process
+    (no cluster started for a grid of MUTAG Grams); a cluster, when a setting needs one, is
+    connected once and serves every later setting. Each store holds its setting's Gram."""
+    import contextlib
+
+    from gramdist.engine import cluster, placement
+    from gramdist.engine.runner import run_grid
+
+    dataset_dir("MUTAG")
+    connects = []
+    real = cluster.connect
+
+    @contextlib.contextmanager
+    def counted(*args, **kwargs):
+        connects.append(args)
+        with real(*args, **kwargs) as client:
+            yield client
+
+    monkeypatch.setattr(cluster, "connect", counted)
+    monkeypatch.setattr(placement, "_active_client", lambda: None)  # another test's client is not ours
+    job = validate_job({"dataset": {"name": "MUTAG"}, "kernel": {"name": "wl", "h": 1}, "gram": {"tile_size": 64},
+                        "grid": {"kernel.h": [1, 2, 3]}, "_job_name": "mutag-wl"})
+    quiet = RunContext(log=lambda m: None, progress=False)
+    results = run_grid(job, out=str(tmp_path / "auto"), context=quiet)
+    assert [name for name, _ in results] == ["h-1", "h-2", "h-3"] and not connects
+    for h in (1, 2, 3):
+        assert np.array_equal(open_gram(str(tmp_path / "auto" / f"h-{h}.zarr"))[0], reference(mutag, h))
+    on_workers = Placement(cluster=job.cluster).with_workers(2)
+    run_grid(job, out=str(tmp_path / "workers"), placement=on_workers, context=quiet)
+    assert len(connects) == 1
+    assert np.array_equal(open_gram(str(tmp_path / "workers" / "h-3.zarr"))[0], reference(mutag, 3))

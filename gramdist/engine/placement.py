@@ -39,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gramdist.engine.context import Log, silent
@@ -68,6 +68,9 @@ class Placement:
     cluster: ClusterSpec = field(default_factory=ClusterSpec)
     in_process: bool | str = "auto"
     shared: bool = False
+    #: a grid's settings (``engine.runner.run_settings``): returns the client of the cluster it
+    #: connects at the first setting placed on one, and the same client for every later one
+    connect_once: Any = None
 
     def __post_init__(self) -> None:
         if self.in_process not in (True, False, "auto"):
@@ -109,6 +112,9 @@ class Placement:
             if not (self.address or self.cluster.jobqueue) and (active := _active_client()) is not None:
                 yield DaskExecutor(active)
                 return
+            if self.connect_once is not None:  # a grid's settings share one cluster
+                yield DaskExecutor(self.connect_once())
+                return
             with cluster.connect(self.cluster, self.scheduler) as client:
                 yield DaskExecutor(client)
         else:
@@ -118,8 +124,7 @@ class Placement:
         """This placement with ``cluster.n_workers`` set (``--workers N``; 0: this process)."""
         if n_workers is None:
             return self
-        return Placement(self.client, self.scheduler, self.cluster.replace(n_workers=n_workers), self.in_process,
-                         self.shared)
+        return replace(self, cluster=self.cluster.replace(n_workers=n_workers))
 
 
 def in_process_threads() -> int:

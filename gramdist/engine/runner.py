@@ -81,14 +81,23 @@ def run_settings(job: Job, folder: str, placement: Placement, run_one: Callable[
 
 @contextlib.contextmanager
 def _one_cluster(placement: Placement) -> Iterator[Placement]:
-    """The placement every setting of a grid uses: the cluster connected once for them all."""
+    """The placement every setting of a grid uses. Each setting is placed by its own size, as a
+    single job is (a grid of small Grams runs in this process); the cluster is connected at the
+    first setting that needs one and serves every later one, and is closed after the grid."""
     if placement.client is not None or placement.in_process is True or placement.cluster.n_workers == 0:
         yield placement
         return
     from gramdist.engine.cluster import connect
 
-    with connect(placement.cluster, placement.scheduler) as client:
-        yield replace(placement, client=client)
+    with contextlib.ExitStack() as stack:
+        clients: list[Any] = []
+
+        def connect_once() -> Any:
+            if not clients:
+                clients.append(stack.enter_context(connect(placement.cluster, placement.scheduler)))
+            return clients[0]
+
+        yield replace(placement, connect_once=connect_once)
 
 
 def run_grid(job: Job, *, out: str | None = None, placement: Placement | None = None, overwrite: bool = False,
