@@ -102,11 +102,16 @@ def create_store(plan: GramPlan, location: Location, overwrite: bool) -> GramSto
 # ------------------------------------------------------------------------------------ state
 @dataclass
 class PendingFit:
-    """A fit that :func:`start_fit` submitted: its future, its sample's indices and start time."""
+    """A fit that :func:`start_fit` submitted (its future) or read (``state``), with its
+    sample's indices and start time."""
 
     future: Any
     indices: np.ndarray
     started: float
+    state: KernelState | None = None
+
+    def result(self) -> KernelState:
+        return self.state if self.future is None else self.future.result()
 
 
 def start_fit(ex: Executor, plan: GramPlan, sink: Any, ctx: RunContext) -> PendingFit | None:
@@ -122,7 +127,7 @@ def start_fit(ex: Executor, plan: GramPlan, sink: Any, ctx: RunContext) -> Pendi
         source = open_store(plan.fit.from_store)
         if source.kernel != plan.meta.kernel:
             raise StoreError(f"fit.from_store {plan.fit.from_store}: kernel or parameters differ from this job")
-        return PendingFit(ex.put(source.read_state(), key=f"fit-{new_token()}"), source.fit_indices(), started)
+        return PendingFit(None, source.fit_indices(), started, source.read_state())
     indices = fit_sample_indices(len(plan.cols), plan.fit.sample_size, plan.fit.seed)
     whole = len(indices) == len(plan.cols) and isinstance(plan.cols, GraphBatch)  # a lazy dataset loads its sample
     sample = plan.cols if whole else plan.cols.take(indices)
@@ -136,7 +141,7 @@ def finish_fit(pending: PendingFit | None, plan: GramPlan, sink: Any, ctx: RunCo
     lives in the store), a sink without a store gets the state returned."""
     if pending is None:
         return None
-    state = pending.future.result()
+    state = pending.result()
     plan.timings["fit_s"] = time.perf_counter() - pending.started
     ctx.log(f"gramdist: fitted on {len(pending.indices)} graphs in {plan.timings['fit_s']:.2f} s")
     store: Store | None = sink.state_store
@@ -174,7 +179,9 @@ def fit_and_embed(ex: Executor, plan: GramPlan, sink: Any, ctx: RunContext, todo
     pending = start_fit(ex, plan, sink, ctx)
     beside_fit = pending is not None and plan.kernel.embeds_without_state
     if beside_fit:
-        emb = embed(ex, plan, ex.put(KernelState(), key=f"no-state-{token}"), sink, todo, token, cache)
+        # a task, not scattered data: a worker that dies holding it leaves it recomputable
+        no_state = ex.submit(tasks.empty_state_task, key=f"no-state-{token}")
+        emb = embed(ex, plan, no_state, sink, todo, token, cache)
     state = finish_fit(pending, plan, sink, ctx)
     state_f = share_state(ex, sink, state, token)
     if not beside_fit:

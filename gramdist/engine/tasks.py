@@ -40,6 +40,12 @@ def fit_task(kernel: GraphKernel, sample: GraphBatch, seed: int) -> KernelState:
     return kernel.fit(sample, seed)
 
 
+def empty_state_task() -> KernelState:
+    """The empty state the embeddings of a kernel that ``embeds_without_state`` take while its
+    fit runs (a task, so that it is recomputed if the worker holding it dies)."""
+    return KernelState()
+
+
 def load_state_task(store_path: str) -> KernelState:
     """Read the fitted state from the store: a recomputable way to share it with workers."""
     return load_state(store_path)
