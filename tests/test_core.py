@@ -179,11 +179,9 @@ def test_state_nests_the_base_state(mutag):
 
 
 def _all_cores(graphs):
-    from gramdist.kernels.core.kernel import _concat
-
     core = core_numbers(graphs)
     deg = degeneracies(graphs, core)
-    return _concat([core_batch(graphs, core, lev, np.flatnonzero(deg >= lev)) for lev in range(int(deg.max()) + 1)])
+    return GraphBatch.concat([core_batch(graphs, core, lev, np.flatnonzero(deg >= lev)) for lev in range(int(deg.max()) + 1)])
 
 
 def test_fit_then_embed_new_graphs(mutag):

@@ -228,7 +228,7 @@ class CoreKernel(GraphKernel):
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
         base = self.base_kernel()
         deg, levels = self._levels(graphs)
-        cores = _concat([b for _, b in levels]) if levels else graphs[:0]
+        cores = GraphBatch.concat([b for _, b in levels]) if levels else graphs[:0]
         base_state = base.fit(cores, seed)
         arrays = {_PREFIX + k: v for k, v in base_state.arrays.items()}
         attrs = {"base": base_state.attrs, "base_name": base.name, "fit_graphs": len(graphs),
@@ -311,21 +311,6 @@ class CoreKernel(GraphKernel):
         lines = [f"core framework over {base.name}: fit sample degeneracy up to {state.attrs.get('max_degeneracy')}, "
                  f"graphs with an i-core for i = 0, 1, ...: {per}"]
         return lines + [f"base: {line}" for line in base.report(self._base_state(state))]
-
-
-def _concat(batches: list[GraphBatch]) -> GraphBatch:
-    """One batch with the graphs of ``batches`` one after the other."""
-    def cat(name: str) -> np.ndarray | None:
-        parts = [getattr(b, name) for b in batches]
-        if any(p is None for p in parts):
-            return None
-        return np.concatenate(parts)
-
-    n_off = np.concatenate([[0], np.cumsum(np.concatenate([b.nodes_per_graph for b in batches]))])
-    e_off = np.concatenate([[0], np.cumsum(np.concatenate([b.edges_per_graph for b in batches]))])
-    return GraphBatch(node_offsets=n_off, edge_offsets=e_off, edges=np.concatenate([b.edges for b in batches]),
-                      node_labels=cat("node_labels"), node_attrs=cat("node_attrs"), edge_labels=cat("edge_labels"),
-                      edge_attrs=cat("edge_attrs"), y=cat("y"), graph_ids=cat("graph_ids"), name=batches[0].name)
 
 
 __all__ = ["CoreEmbedding", "CoreFeatures", "CoreKernel", "kernel_spec"]
