@@ -135,6 +135,12 @@ def _bins(values: np.ndarray, offset: float, w: float) -> np.ndarray:
     return np.clip(b, -_BIN_LIMIT, _BIN_LIMIT).astype(np.int64)
 
 
+def _bin_counts(graphs: GraphBatch, keys: list[np.ndarray]) -> SparseFeatures:
+    """(G, ·) counts of each graph's nodes per bin key, over the iterations' key arrays."""
+    rows = np.tile(graphs.node_graph, len(keys))
+    return SparseFeatures.from_pairs(rows, np.concatenate(keys), 1.0, len(graphs))
+
+
 def _weighted_columns(m: np.ndarray, coef: np.ndarray) -> np.ndarray:
     """``Σ_j m[:, j] · coef[j]`` added column after column (fixed order for every row)."""
     acc = np.zeros(m.shape[0])
@@ -221,18 +227,18 @@ class PropagationKernel(SparseFeatureKernel):
         return float(self.w) * float(uniform(seed, _S_OFFSET, t, np.zeros(1, np.uint64))[0])
 
     def features_with(self, graphs: GraphBatch, state: KernelState) -> SparseFeatures:
-        rows = np.tile(graphs.node_graph, self.t_max + 1)
-        return SparseFeatures.from_pairs(rows, np.concatenate(self.node_keys(graphs, state)), 1.0, len(graphs))
+        return _bin_counts(graphs, self.node_keys(graphs, state))
 
-    def node_keys(self, graphs: GraphBatch, state: KernelState) -> list[np.ndarray]:
-        """Per iteration t = 0..t_max, the (n_nodes,) bin key of every node of ``graphs``."""
+    def node_keys(self, graphs: GraphBatch, state: KernelState, tm: sp.csr_matrix | None = None) -> list[np.ndarray]:
+        """Per iteration t = 0..t_max, the (n_nodes,) bin key of every node of ``graphs``
+        (``tm``: the batch's :func:`transition_matrix`, when the caller has it)."""
         seed = int(state.attrs["seed"])
         alphabet = np.asarray(state.arrays["alphabet"], dtype=np.int64)
         labels = self._labels(graphs)
         n = graphs.n_nodes
         unl = labels == self.missing_label if self.missing_label is not None else np.zeros(n, dtype=bool)
         clamp = ~unl if self.scheme == "label_propagation" else None
-        tm = transition_matrix(graphs)
+        tm = transition_matrix(graphs) if tm is None else tm
         w = float(self.w)
         keys = []
         if self.metric == "tv":
@@ -360,12 +366,12 @@ class PropagationAttrKernel(SparseFeatureKernel):
         return float(self.w) * uniform(seed, _S_OFFSET, t, np.arange(dim, dtype=np.uint64))
 
     def features_with(self, graphs: GraphBatch, state: KernelState) -> SparseFeatures:
-        keys = self.node_keys(graphs, state)
+        tm = transition_matrix(graphs)  # one for both propagations
+        keys = self.node_keys(graphs, state, tm)
         if self.with_labels:
-            labels = self.label_kernel().node_keys(graphs, self._label_state(state))
+            labels = self.label_kernel().node_keys(graphs, self._label_state(state), tm)
             keys = [combine(_TAG_JOINT, lab, att) for lab, att in zip(labels, keys)]
-        rows = np.tile(graphs.node_graph, self.t_max + 1)
-        return SparseFeatures.from_pairs(rows, np.concatenate(keys), 1.0, len(graphs))
+        return _bin_counts(graphs, keys)
 
     def label_kernel(self) -> PropagationKernel:
         """The label part of ``with_labels``: diffusion of the label distributions, TV hash of
@@ -380,11 +386,12 @@ class PropagationAttrKernel(SparseFeatureKernel):
         return KernelState(arrays={"alphabet": np.asarray(state.arrays.get("alphabet", np.zeros(0, np.int64)))},
                            attrs={"seed": seed})
 
-    def node_keys(self, graphs: GraphBatch, state: KernelState) -> list[np.ndarray]:
-        """Per iteration t = 0..t_max, the (n_nodes,) attribute bin key of every node."""
+    def node_keys(self, graphs: GraphBatch, state: KernelState, tm: sp.csr_matrix | None = None) -> list[np.ndarray]:
+        """Per iteration t = 0..t_max, the (n_nodes,) attribute bin key of every node (``tm``:
+        the batch's :func:`transition_matrix`, when the caller has it)."""
         seed, dim = int(state.attrs["seed"]), int(state.attrs["attr_dim"])
         x = np.array(self._attrs(graphs, dim), dtype=np.float64)
-        tm = transition_matrix(graphs)
+        tm = transition_matrix(graphs) if tm is None else tm
         w = float(self.w)
         n = graphs.n_nodes
         keys = []
