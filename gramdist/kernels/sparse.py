@@ -508,8 +508,8 @@ class SparseFeatureKernel(GraphKernel):
     embeds_without_state = True  # embed is features(graphs); self_similarity is sq_norms
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        # a subclass with its own embed, self_similarity or feature_vectors may read the state: it embeds after
-        # the fit unless it says otherwise itself
+        # a subclass with its own embed, self_similarity or feature_vectors may read the
+        # state: it embeds after the fit unless it says otherwise itself
         super().__init_subclass__(**kwargs)
         own = vars(cls)
         if {"embed", "self_similarity", "feature_vectors"} & own.keys() and "embeds_without_state" not in own:
