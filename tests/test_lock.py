@@ -17,6 +17,7 @@ import zarr
 from test_deploy import one_error_line, reference_gram, run_cli, synthetic_job
 from test_faults import finish, start_run, wait_for_chunks
 
+from gramdist import stopping
 from gramdist.engine.placement import in_process_threads
 from gramdist.engine.store import GramStore, open_gram, verify
 from gramdist.engine.store import lock as lk
@@ -215,6 +216,48 @@ def test_sigterm_and_sighup_release_the_lock_and_the_run_resumes(tmp_path, sig):
     r = run_cli("run", str(job), "--out", str(out), "--quiet", "--json")
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout.splitlines()[-1])["tiles_already_done"] == saved > 0
+    assert np.array_equal(open_gram(out)[0], reference_gram(job))
+
+
+class _SignalInDel:
+    """Receives SIGTERM while Python runs its ``__del__``, where an exception is swallowed
+    ("Exception ignored in ..."), as it is in the garbage collector's weakref callbacks."""
+
+    def __del__(self) -> None:
+        stopping.handle_signal(signal.SIGTERM, None)
+
+
+def test_a_signal_whose_exception_was_swallowed_still_stops_the_run(tmp_path, monkeypatch, capsys):
+    """CI once saw SIGHUP land in a ``WeakSet`` callback: its exception was printed and lost and
+    the run finished with exit 0. The recorded request stops the run at the next task."""
+    from gramdist.cli import main
+    from gramdist.engine import window as window_mod
+
+    job = synthetic_job(tmp_path / "swallow.yaml", n_graphs=120, tile=10, seed=3)
+    out = tmp_path / "swallow.zarr"
+    calls = []
+    result = window_mod._result
+
+    def result_then_signal(fut, what):
+        calls.append(1)
+        if len(calls) == 5:
+            obj = _SignalInDel()
+            del obj  # the exception raised in __del__ is swallowed here
+        return result(fut, what)
+
+    monkeypatch.setattr(window_mod, "_result", result_then_signal)
+    code = main(["run", str(job), "--out", str(out), "--quiet", "--set", "cluster.n_workers=0",
+                 "--set", "gram.checkpoint_seconds=100"])
+    err = capsys.readouterr().err
+    assert code == 128 + signal.SIGTERM, err[-2000:]
+    assert "stopped by SIGTERM" in err and "Exception ignored" not in err, err[-2000:]
+    assert not lk.lock_file(out).exists()
+    saved = int(zarr.open_array(str(out / "tiles_done"), mode="r")[...].sum())
+    assert 0 < saved < 78  # 12 x 12 tiles, the upper 78 of them
+    monkeypatch.undo()
+    r = run_cli("run", str(job), "--out", str(out), "--quiet", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout.splitlines()[-1])["tiles_already_done"] == saved
     assert np.array_equal(open_gram(out)[0], reference_gram(job))
 
 

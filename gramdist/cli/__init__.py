@@ -18,6 +18,7 @@ import importlib
 import signal
 import sys
 
+from gramdist import stopping
 from gramdist.errors import GramdistError
 
 #: modules of this package, each registering its commands, in the order ``--help`` lists them
@@ -36,35 +37,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised where the process is, so that every ``with`` block unwinds
-    (the done-mask saved, the store's lock released) before the process exits."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def _terminate(signum: int, frame: object) -> None:
-    raise _Terminated(signum)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            signal.signal(sig, _terminate)
-        except ValueError:  # not the main thread (main() called from a thread): leave them be
-            pass
+    stopping.install()
     try:
-        return args.func(args)
+        code = args.func(args)
+        stopping.raise_if_stopped()  # a signal whose exception was swallowed after the last task
+        return code
     except GramdistError as exc:
         print(f"gramdist: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # the environment, not a bug: a full disk, a permission, a lost file
         print(f"gramdist: error: {exc}", file=sys.stderr)
         return 2
-    except _Terminated as exc:
+    except stopping.Terminated as exc:
+        stopping.take_request()
         print(f"gramdist: stopped by {signal.Signals(exc.signum).name}; run the same command again to resume",
               file=sys.stderr)
         return 128 + exc.signum

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from gramdist.engine.context import Log
 from gramdist.engine.executor import Executor
 from gramdist.errors import TileError
+from gramdist.stopping import raise_if_stopped
 
 
 class Flushable(Protocol):
@@ -89,6 +90,7 @@ def run_window(window: Window, todo: Iterable[Any]) -> int:
             fut.release()
             done += 1
             window.report(1)
+            raise_if_stopped()
             for item in take_next(pending, 1):
                 queue.add(window.submit(item))
             if window.sink is not None and window.sink.flush(force=False) and not window.width:
