@@ -9,7 +9,6 @@ A job is a YAML mapping with these sections (all but ``dataset`` and ``kernel`` 
     gram:     {tile_size: 256, normalize: false, dtype: float64}   # or float32: half the store
                                        # keep_embeddings: auto (default) keeps each chunk's embedding
                                        # when it is small beside the Gram; true: always; false: never
-                                       # spill_embeddings: true: tiles read them back from the store
     test:     {dataset: {name: ...}}   # rectangular K(test, train); fit on `dataset`
     output:   mutag-wl.zarr            # default: <job file stem>.zarr in the working dir
     cluster:  {scheduler: null, n_workers: null, threads_per_worker: 1, memory_limit: auto,
@@ -43,8 +42,7 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]] | None] = {
     "kernel": None,
     "fit": {"sample_size": (int, type(None)), "seed": (int,), "from_store": (str, type(None))},
     "gram": {"tile_size": (int,), "normalize": (bool,), "compression_level": (int,),
-             "checkpoint_seconds": (int, float), "dtype": (str,), "keep_embeddings": (bool, str),
-             "spill_embeddings": (bool,)},
+             "checkpoint_seconds": (int, float), "dtype": (str,), "keep_embeddings": (bool, str)},
     "test": {"dataset": (dict, str)},
     "output": None,
     "cluster": {
@@ -65,7 +63,7 @@ _SECTIONS: dict[str, dict[str, tuple[type, ...]] | None] = {
 DEFAULTS: dict[str, Any] = {
     "fit": {"sample_size": None, "seed": 0, "from_store": None},
     "gram": {"tile_size": 256, "normalize": False, "compression_level": 1, "checkpoint_seconds": 2.0,
-             "dtype": "float64", "keep_embeddings": "auto", "spill_embeddings": False},
+             "dtype": "float64", "keep_embeddings": "auto"},
     "cluster": {
         "scheduler": None,
         "n_workers": None,
@@ -102,9 +100,6 @@ class GramSpec:
     checkpoint_seconds: float = 2.0
     dtype: str = "float64"
     keep_embeddings: bool | str = "auto"  # True, False or "auto" (see gramdist.engine.store.state)
-    # the chunks' embeddings go to the store as they are made and each tile reads its two back:
-    # memory bounded by the tile, not by all of the dataset's embeddings (WL-SP on D&D: 12 GB)
-    spill_embeddings: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -320,9 +315,6 @@ def validate_job(job: dict[str, Any] | Job, source: str = "job", name: str | Non
         raise JobError(f"{source}: gram.dtype must be float64 or float32, got {gram['dtype']!r}")
     if isinstance(gram["keep_embeddings"], str) and gram["keep_embeddings"] != "auto":
         raise JobError(f"{source}: gram.keep_embeddings must be true, false or auto, got {gram['keep_embeddings']!r}")
-    if gram["spill_embeddings"] and gram["keep_embeddings"] is False:
-        raise JobError(f"{source}: gram.spill_embeddings keeps every chunk's embedding in the store; "
-                       "it cannot go with gram.keep_embeddings: false")
     if not gram["checkpoint_seconds"] > 0:
         raise JobError(f"{source}: gram.checkpoint_seconds must be > 0, got {gram['checkpoint_seconds']}")
     fit = job["fit"]

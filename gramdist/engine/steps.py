@@ -240,9 +240,6 @@ class _Embedder:
         chunk = batch[rng[0]:rng[1]]
         key = f"embed-{tag}-{self.token}"
         pooled = self.plan.kernel.embeds_in_threads
-        if self.sink.embeddings is not None and self.plan.gram.spill_embeddings:
-            return self.ex.submit(tasks.spilled_embed_task, self.plan.kernel, self.state_f, chunk, self.sink.embeddings,
-                                  tag, chunk.checksum(), key=key, spread=True, pooled=pooled)
         if self.sink.embeddings is not None:
             return self.ex.submit(tasks.cached_embed_task, self.plan.kernel, self.state_f, chunk, self.sink.embeddings,
                                   tag, chunk.checksum(), key=key, spread=True, pooled=pooled)

@@ -15,14 +15,7 @@ import numpy as np
 
 from gramdist.arrayops import mirror_upper, normalize_block
 from gramdist.datasets.lazy import GraphChunk, load_chunk
-from gramdist.engine.store import (
-    EmbeddingCache,
-    KeptEmbedding,
-    TileGrid,
-    TileTarget,
-    load_state,
-    tile_checksum,
-)
+from gramdist.engine.store import EmbeddingCache, TileGrid, TileTarget, load_state, tile_checksum
 from gramdist.errors import TileError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import GraphKernel, KernelState
@@ -83,36 +76,14 @@ def cached_embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatc
     return emb
 
 
-def spilled_embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch, cache: EmbeddingCache,
-                       name: str, checksum: str) -> Any:
-    """The embedding of one chunk kept in the store, returned as a :class:`KeptEmbedding` that
-    the tasks using it read back (``gram.spill_embeddings``): what the run holds between the
-    embedding and its tiles is a reference, not the arrays. One an earlier run kept is read
-    once to check it; one that cannot be kept is returned as is."""
-    if not kernel.embedding_worth_keeping:
-        return embed_task(kernel, state, graphs)
-    emb = cache.get(name, checksum)
-    if emb is None or len(emb) != len(graphs):
-        emb = embed_task(kernel, state, graphs)
-        kept = cache.spill(name, emb, checksum)
-    else:
-        kept = KeptEmbedding(cache.read_from, name, checksum, len(emb))
-    return emb if kept is None else kept
-
-
-def loaded(emb: Any) -> Any:
-    """The embedding itself, read back from the store where the job spills them."""
-    return emb.load() if isinstance(emb, KeptEmbedding) else emb
-
-
 def diag_task(kernel: GraphKernel, state: KernelState, emb: Any) -> np.ndarray:
     """K(g, g) for the graphs of one embedded chunk."""
-    return np.asarray(kernel.self_similarity(loaded(emb), state), dtype=np.float64)
+    return np.asarray(kernel.self_similarity(emb, state), dtype=np.float64)
 
 
 def embedding_counts_task(kernel: GraphKernel, emb: Any) -> dict[str, int]:
     """The kernel's counters over one embedded chunk (see ``GraphKernel.embedding_counts``)."""
-    return {str(k): int(v) for k, v in kernel.embedding_counts(loaded(emb)).items()}
+    return {str(k): int(v) for k, v in kernel.embedding_counts(emb).items()}
 
 
 @dataclass(frozen=True)
@@ -208,9 +179,6 @@ def tile_task(kernel: GraphKernel, state: KernelState, emb_rows: Any, emb_cols: 
     t0 = time.perf_counter()
     grid, tile, dtype = spec.grid, spec.tile, spec.dtype
     i, j = tile
-    same_chunk = isinstance(emb_rows, KeptEmbedding) and emb_cols == emb_rows  # a diagonal tile: read once
-    emb_rows = loaded(emb_rows)
-    emb_cols = emb_rows if same_chunk else loaded(emb_cols)
     try:
         block = tile_block(kernel, state, (emb_rows, emb_cols), (diag_rows, diag_cols), spec)
         if grid.symmetric and i == j:

@@ -37,7 +37,7 @@ from gramdist.engine.store.grids import ChunkGrid, TileGrid, kept_tiles
 from gramdist.engine.store.layout import GRAM_DTYPES, FeatureMeta, GramMeta, check_dtype
 from gramdist.engine.store.location import Location, Sidecar
 from gramdist.engine.store.lock import Lease, LeaseLost, StoreBusyError, StoreLock, current_writer
-from gramdist.engine.store.state import EmbeddingCache, KeptEmbedding, load_state
+from gramdist.engine.store.state import EmbeddingCache, load_state
 from gramdist.errors import StoreError
 
 
@@ -78,7 +78,7 @@ def read_state(where: Any) -> Any:
 
 
 __all__ = [
-    "ChunkGrid", "ChunkTarget", "Lease", "LeaseLost", "check_replaceable", "creation_cut_short", "EmbeddingCache", "KeptEmbedding", "FeatureMeta", "FeatureStore", "GRAM_DTYPES", "GramMeta", "GramStore",
+    "ChunkGrid", "ChunkTarget", "Lease", "LeaseLost", "check_replaceable", "creation_cut_short", "EmbeddingCache", "FeatureMeta", "FeatureStore", "GRAM_DTYPES", "GramMeta", "GramStore",
     "Location", "Sidecar", "Store", "StoreBusyError", "StoreError", "StoreLock", "TileGrid", "TileTarget", "check_dtype",
     "current_writer", "info", "is_feature_store", "is_gram_store", "is_store", "kept_tiles", "load_state", "open_features",
     "open_gram", "open_store", "read_state", "store_version", "tile_checksum", "verify", "words_checksum",

@@ -101,43 +101,15 @@ class EmbeddingCache:
         only, not its arrays: what a placement decision can afford to ask)."""
         return self.read_from is not None and kept_embedding_attrs(self.read_from, name).get("checksum") == checksum
 
-    def put(self, name: str, emb: Any, checksum: str, *, whatever_its_size: bool = False) -> bool:
+    def put(self, name: str, emb: Any, checksum: str) -> bool:
         if self.write_to is None:
             return False
         if self.lease is not None:
             self.lease.check()
         try:
-            return write_embedding(self.write_to, name, emb, checksum, None if whatever_its_size else self.max_bytes)
+            return write_embedding(self.write_to, name, emb, checksum, self.max_bytes)
         except Exception:  # noqa: BLE001 - keeping it is an optimisation: never fail the chunk for it
             return False
-
-    def spill(self, name: str, emb: Any, checksum: str) -> KeptEmbedding | None:
-        """Keep ``emb`` whatever its size and return the handle the tiles read it back by
-        (``gram.spill_embeddings``); None when it cannot be kept (it then stays in memory)."""
-        if not self.put(name, emb, checksum, whatever_its_size=True):
-            return None
-        return KeptEmbedding(self.write_to, name, checksum, len(emb))
-
-
-@dataclass(frozen=True)
-class KeptEmbedding:
-    """A chunk's embedding kept in a store, by reference: what a task holds instead of the
-    embedding when the job spills them (``gram.spill_embeddings``); :meth:`load` reads it."""
-
-    path: str
-    name: str
-    checksum: str
-    n_graphs: int
-
-    def __len__(self) -> int:
-        return self.n_graphs
-
-    def load(self) -> Any:
-        emb = read_embedding(self.path, self.name, self.checksum)
-        if emb is None:
-            raise StoreError(f"{self.path}: the kept embedding of chunk {self.name} is missing or damaged; "
-                             "rerun the job (it embeds that chunk again)")
-        return emb
 
 
 #: ``gram.keep_embeddings: auto`` keeps a chunk's embedding when its arrays take at most this
