@@ -34,8 +34,10 @@ def attributed_graphs(n: int, seed: int, max_nodes: int = 8, dim: int = 2) -> Gr
 
 
 def brute_force(graphs: GraphBatch, node_kernel: str, gamma: float, length_kernel: str, c: int,
-                with_labels: bool) -> np.ndarray:
-    """The definition, term by term: every ordered pair of paths of one graph against the other's."""
+                with_labels: bool, labels: list | None = None) -> np.ndarray:
+    """The definition, term by term: every ordered pair of paths of one graph against the other's
+    (``labels``: each graph's node labels, instead of its own)."""
+    labels = labels or [g.node_labels for g in graphs]
     paths = []
     for g in graphs:
         dist = dict(nx.all_pairs_shortest_path_length(to_nx(g)))
@@ -45,7 +47,7 @@ def brute_force(graphs: GraphBatch, node_kernel: str, gamma: float, length_kerne
         x, y = graphs[g].node_attrs[u], graphs[h].node_attrs[w]
         val = float(np.exp(-gamma * np.sum((x - y) ** 2))) if node_kernel == "gaussian" else float(x @ y)
         if with_labels:
-            val *= float(graphs[g].node_labels[u] == graphs[h].node_labels[w])
+            val *= float(labels[g][u] == labels[h][w])
         return val
 
     def kl(d, e):
@@ -77,6 +79,59 @@ def test_matches_brute_force(node_kernel, length_kernel, c, with_labels):
     assert np.allclose(k, gram_by_tiles(kernel, state, permuted(graphs, 2), 5), rtol=1e-12, atol=1e-12)
     assert min_eigenvalue_ratio(k) >= -1e-10
     assert kernel.has_feature_vectors == (node_kernel == "linear")
+
+
+def networkx_wl_labels(graphs: GraphBatch, h: int) -> list[list[list[str]]]:
+    """Each graph's node labels at WL iterations 0..h from networkx's own WL hashing (an
+    implementation independent of ours): ``[iteration][graph][node]``."""
+    per_graph = []
+    for g in graphs:
+        G = to_nx(g)
+        nx.set_node_attributes(G, {u: str(int(g.node_labels[u])) for u in range(g.n_nodes)}, "label")
+        hashes = nx.weisfeiler_lehman_subgraph_hashes(G, node_attr="label", iterations=h)
+        per_graph.append([[G.nodes[u]["label"]] + list(hashes.get(u, [])) if G.degree(u) else
+                          [G.nodes[u]["label"]] + [f"isolated-{it}-{G.nodes[u]['label']}" for it in range(1, h + 1)]
+                          for u in range(g.n_nodes)])
+    return [[[node[it] for node in graph] for graph in per_graph] for it in range(h + 1)]
+
+
+@pytest.mark.parametrize("node_kernel,h", [("gaussian", 1), ("gaussian", 3), ("linear", 2)])
+def test_wl_iterations_match_brute_force_over_networkx_wl_labels(node_kernel, h):
+    """``h``: the sum over WL iterations 0..h of the kernel on each iteration's labels, the
+    labels those of networkx's WL hashing; and h = 0 the kernel as before."""
+    graphs = attributed_graphs(12, seed=40 + h, max_nodes=7)
+    kernel = ShortestPathAttrKernel(node_kernel=node_kernel, gamma=0.7, h=h)
+    state = kernel.fit(graphs, 0)
+    k = gram_by_tiles(kernel, state, graphs, 5)
+    ref = sum(brute_force(graphs, node_kernel, 0.7, "delta", 1, True, labels=labels)
+              for labels in networkx_wl_labels(graphs, h))
+    assert np.allclose(k, ref, rtol=1e-12, atol=1e-12)
+    assert np.array_equal(k, gram_by_tiles(kernel, state, graphs, 8))  # bitwise tile invariance
+    assert np.allclose(k, gram_by_tiles(kernel, state, permuted(graphs, 3), 4), rtol=1e-12, atol=1e-12)
+    assert min_eigenvalue_ratio(k) >= -1e-10
+    plain = ShortestPathAttrKernel(node_kernel=node_kernel, gamma=0.7)
+    assert np.all(k >= gram_by_tiles(plain, plain.fit(graphs, 0), graphs, 5) - 1e-12)  # iteration 0 is the plain kernel
+    if node_kernel == "linear":
+        fv = kernel.feature_vectors(kernel.embed(graphs, state), state)
+        assert np.allclose(kernel.pairwise(fv, fv, state), k, rtol=1e-12, atol=1e-12)
+
+
+def test_wl_iterations_are_recorded_only_when_used(tmp_path, dataset_dir):
+    """A store of the plain kernel records no ``h`` (stores written before it existed still
+    match); one with ``h`` records it; ``h`` needs the labels."""
+    from gramdist.engine.store import GramStore
+
+    dataset_dir("ENZYMES")
+    root = Path(__file__).resolve().parents[1]
+    for h, out in ((0, tmp_path / "plain.zarr"), (2, tmp_path / "wl.zarr")):
+        r = subprocess.run([sys.executable, "-m", "gramdist.cli", "run", "jobs/enzymes-sp_attr.yaml", "--out", str(out),
+                            "--quiet", "--set", "dataset.limit=20", "--set", f"kernel.h={h}"],
+                           capture_output=True, text=True, cwd=root)
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert "h" not in GramStore.open(tmp_path / "plain.zarr").kernel["params"]
+    assert GramStore.open(tmp_path / "wl.zarr").kernel["params"]["h"] == 2
+    with pytest.raises(JobError, match="with_labels: true"):
+        make_kernel("sp_attr", h=1, with_labels=False)
 
 
 def test_hand_worked_example():

@@ -269,7 +269,7 @@ def _plan(store: GramStore, rows: GraphBatch, cols: GraphBatch | None) -> GramPl
     job = store.job
     spec = job.get("kernel") or {"name": store.kernel["name"], **store.kernel["params"]}
     kernel = kernel_from_spec(spec)
-    if json.loads(json.dumps({"name": kernel.name, "params": kernel.get_params()}, default=_plain)) != store.kernel:
+    if json.loads(json.dumps({"name": kernel.name, "params": kernel.recorded_params()}, default=_plain)) != store.kernel:
         raise StoreError(f"{store.location}: cannot rebuild the store's kernel from its attributes")
     gram = job.get("gram") or {}
     spec_gram = GramSpec(tile_size=store.tile_size, normalize=store.normalize, dtype=store.dtype,

@@ -86,7 +86,7 @@ def plan_gram(kernel: GraphKernel, cols: GraphBatch, rows: GraphBatch | None = N
     cols_sum = cols.checksum()
     rows_sum = None if symmetric else rows.checksum()
     meta = GramMeta(
-        gramdist_version=__version__, kernel={"name": kernel.name, "params": kernel.get_params()},
+        gramdist_version=__version__, kernel={"name": kernel.name, "params": kernel.recorded_params()},
         dataset=_dataset_attrs(specs[0], cols, cols_sum), dataset_checksum=cols_sum,
         fit=fit.to_dict(), tile_size=int(gram.tile_size), normalize=bool(gram.normalize), symmetric=symmetric,
         dtype=check_dtype(gram.dtype), test_dataset=None if symmetric else _dataset_attrs(specs[1], rows, rows_sum),

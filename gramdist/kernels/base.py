@@ -157,6 +157,10 @@ class GraphKernel:
     #: tiles hold the GIL for far longer (an SDP per graph, a linear system per pair), so that
     #: a batch worth more than a few seconds of such work gets worker processes, not one core
     node_weight: float = 1.0
+    #: parameters added after stores were written with this kernel, each with the value that
+    #: is the kernel from before it (its default): a store records one only when it differs
+    #: (:meth:`recorded_params`), so a store written before it still resumes and appends
+    later_params: ClassVar[dict[str, Any]] = {}
 
     def placement_nodes(self, n_nodes: int) -> int:
         """``n_nodes`` nodes as ``in_process: auto``'s node limit counts them: ``node_weight`` each."""
@@ -178,6 +182,12 @@ class GraphKernel:
         ``deep`` changes nothing.
         """
         return {p: getattr(self, p) for p in self.param_names()}
+
+    def recorded_params(self) -> dict[str, Any]:
+        """The parameters a store records: :meth:`get_params` less any of :attr:`later_params`
+        at the value it was added with."""
+        later = self.later_params
+        return {k: v for k, v in self.get_params().items() if not (k in later and v == later[k])}
 
     def set_params(self, **params: Any) -> GraphKernel:
         """Set parameters by name (scikit-learn's ``set_params``); checked at the next ``validate``.

@@ -306,6 +306,7 @@ class PropagationAttrKernel(SparseFeatureKernel):
 
     name = "propagation_attr"
     uses_node_attributes = True
+    later_params = {"with_labels": False, "label_w": 1e-4}
 
     def __init__(self, t_max: int = 5, w: float = 4.0, metric: str = "l1", hashing: str = "projection",
                  with_labels: bool = False, label_w: float = 1e-4) -> None:

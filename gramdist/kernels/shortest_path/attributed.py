@@ -15,6 +15,15 @@ other (Borgwardt & Kriegel's ``k_walk`` on edges of the shortest-path graphs):
 * length kernel ``k_l``: ``delta`` ``[d = d']``, or the Brownian bridge kernel
   ``brownian`` ``max(0, c - |d - d'|)`` of the paper (integer ``c >= 1``; ``c = 1`` is the delta).
 
+With ``h >= 1`` the kernel is the Weisfeiler–Lehman framework (Shervashidze et al., JMLR 2011)
+over this base kernel, as :mod:`.wlsp` is over :mod:`.sp`: ``Σ_{i=0..h} k(G_i, G'_i)``, where
+``G_i`` carries the WL labels of iteration ``i`` (:func:`gramdist.kernels.relabel.wl_labels`;
+``G_0`` the original labels) in the delta factor of ``k_n``, and the attributes unchanged. The
+DM paper's Table 3 has a "WLSP" row on attributed graphs without saying how it combines them
+(its hash-and-check of WLSP "fails" with attributes); this is our reading: WL refines the
+discrete labels only, the attributes enter through ``k_n`` at every iteration. ``h = 0``
+(default) is the plain kernel above, with the same values and features as before ``h``.
+
 This is the kernel of the DM paper's Table 3 "SP" row and of GraKeL's ``ShortestPathAttr``
 (which has ``k_n = metric`` on the attribute vectors, default the dot product, ``k_l`` delta,
 no labels): with ``with_labels: false`` and ``length_kernel: delta`` our values equal GraKeL's
@@ -62,9 +71,11 @@ from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import count_codes, local_codes, pair_pieces
 from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param
 from gramdist.kernels.hashing import combine, tag
+from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 
 TAG_ATTR = tag("sp_attr.linear")
+TAG_ATTR_WL = tag("sp_attr.linear.wl")
 
 
 def _attrs(graphs: GraphBatch, name: str) -> np.ndarray:
@@ -72,6 +83,13 @@ def _attrs(graphs: GraphBatch, name: str) -> np.ndarray:
         raise JobError(f"kernel {name} needs numerical node attributes, but the graphs have none "
                        "(check dataset.node_attributes)")
     return graphs.node_attrs
+
+
+def _from_pieces(pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]], n_graphs: int) -> SparseFeatures:
+    if not pieces:
+        return SparseFeatures.empty(n_graphs)
+    rows, keys, vals = (np.concatenate(col) for col in zip(*pieces))
+    return SparseFeatures.from_pairs(rows, keys, vals, n_graphs)
 
 
 def _segment_sums(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
@@ -85,7 +103,8 @@ class PathSets(DerivedCache):
     """``sp_attr``'s embedding for the Gaussian node kernel: each graph's nodes and distance pairs.
 
     ``node_ptr`` (G+1,) node offsets; ``x`` (N, p) attributes (standardised if asked);
-    ``labels`` (N,) int64 (zeros without labels); ``pair_ptr`` (G+1,) offsets of each graph's
+    ``labels`` (N,) int64 (zeros without labels), or (N, h + 1) with ``h >= 1`` (the WL labels
+    of each iteration); ``pair_ptr`` (G+1,) offsets of each graph's
     pairs in ``pu``, ``pv`` (local node indices, int32) and ``pd`` (distance, int32), which are
     sorted by graph, then distance, then ``u``, then ``v``.
     """
@@ -144,19 +163,24 @@ class ShortestPathAttrKernel(GraphKernel):
         Multiply the node kernel by the delta kernel on discrete node labels (when present).
     standardize : bool, default False
         Standardise each attribute by its mean / std over the fit sample.
+    h : int, default 0
+        WL relabelling iterations of the discrete labels: the kernel sums over the labels of
+        iterations 0..h (WL shortest path on attributes; needs ``with_labels``).
     """
 
     name = "sp_attr"
     uses_node_attributes = True
+    later_params = {"h": 0}
 
     def __init__(self, node_kernel: str = "gaussian", gamma: float = 1.0, length_kernel: str = "delta",
-                 c: int = 3, with_labels: bool = True, standardize: bool = False) -> None:
+                 c: int = 3, with_labels: bool = True, standardize: bool = False, h: int = 0) -> None:
         self.node_kernel = node_kernel
         self.gamma = gamma
         self.length_kernel = length_kernel
         self.c = c
         self.with_labels = with_labels
         self.standardize = standardize
+        self.h = h
 
     @property
     def has_feature_vectors(self) -> bool:  # type: ignore[override]
@@ -176,6 +200,10 @@ class ShortestPathAttrKernel(GraphKernel):
         check_param(isinstance(self.with_labels, bool), n, "with_labels", f"must be true or false, got {self.with_labels!r}")
         check_param(isinstance(self.standardize, bool), n, "standardize",
                     f"must be true or false, got {self.standardize!r}")
+        check_param(isinstance(self.h, int) and not isinstance(self.h, bool) and 0 <= self.h <= 20, n, "h",
+                    f"must be an integer in 0..20, got {self.h!r}")
+        check_param(self.h == 0 or self.with_labels, n, "h",
+                    "refines the discrete labels: it needs with_labels: true")
 
     @property
     def _window(self) -> int:
@@ -200,15 +228,22 @@ class ShortestPathAttrKernel(GraphKernel):
                            f"the kernel was fitted with {p}")
         if "attr_mean" in state.arrays:
             x = (x - state.arrays["attr_mean"]) / state.arrays["attr_scale"]
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        if self.h > 0:  # (N, h + 1): the WL labels of iterations 0..h, as int64
+            return x, np.stack(wl_labels(graphs, self.h), axis=1).view(np.int64)
         use_labels = self.with_labels and graphs.node_labels is not None
         labels = graphs.node_labels if use_labels else np.zeros(graphs.n_nodes, np.int64)
-        return np.ascontiguousarray(x, dtype=np.float64), labels
+        return x, labels
 
     # ------------------------------------------------------------ embed
     def embed(self, graphs: GraphBatch, state: KernelState) -> PathSets | SparseFeatures:
         x, labels = self._prepared(graphs, state)
         if self.node_kernel == "linear":
-            return self._linear_features(graphs, x, labels)
+            if labels.ndim == 1:
+                return self._linear_features(graphs, x, labels)
+            # features of different iterations have different keys: their sum is the WL sum
+            pieces = [self._linear_pieces(graphs, x, labels[:, it], it) for it in range(labels.shape[1])]
+            return _from_pieces([p for each in pieces for p in each], len(graphs))
         return self._path_sets(graphs, x, labels)
 
     def _path_sets(self, graphs: GraphBatch, x: np.ndarray, labels: np.ndarray) -> PathSets:
@@ -231,6 +266,12 @@ class ShortestPathAttrKernel(GraphKernel):
 
     def _linear_features(self, graphs: GraphBatch, x: np.ndarray, labels: np.ndarray) -> SparseFeatures:
         """Explicit features M[a, b, t][i, j] = Σ x_u[i]·x_v[j] over pairs in window t."""
+        return _from_pieces(self._linear_pieces(graphs, x, labels, 0), len(graphs))
+
+    def _linear_pieces(self, graphs: GraphBatch, x: np.ndarray, labels: np.ndarray,
+                       iteration: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(graph, key, value) columns of :meth:`_linear_features` for one labelling; keys of WL
+        iteration ``i >= 1`` also hash ``i`` (keys of iteration 0 are formed as without WL)."""
         p = x.shape[1]
         w = self._window
         code, n_codes, table = local_codes(graphs, labels)
@@ -238,7 +279,7 @@ class ShortestPathAttrKernel(GraphKernel):
         sizes = graphs.nodes_per_graph
         n_win = sizes + w  # window starts t in 0..n+w-1 after the shift below
         space = n_codes * n_codes * n_win
-        rows, keys, vals = [], [], []
+        pieces = []
         for piece in pair_pieces(graphs):
             L = n_codes[piece.graph]
             nw = n_win[piece.graph]
@@ -267,16 +308,12 @@ class ShortestPathAttrKernel(GraphKernel):
                 q = cc // nwg
                 la = table[cum[g] + q // Lg]
                 lb = table[cum[g] + q % Lg]
-                base = combine(TAG_ATTR, la, lb, tt)
+                base = (combine(TAG_ATTR, la, lb, tt) if iteration == 0
+                        else combine(TAG_ATTR_WL, np.uint64(iteration), la, lb, tt))
                 ii, jj = np.meshgrid(np.arange(p), np.arange(p), indexing="ij")
                 k = combine(base[:, None], (ii * p + jj).ravel()[None, :])
-                rows.append(np.repeat(g, p * p))
-                keys.append(k.ravel())
-                vals.append(block.reshape(len(distinct), p * p).ravel())
-        if not rows:
-            return SparseFeatures.empty(len(graphs))
-        return SparseFeatures.from_pairs(np.concatenate(rows), np.concatenate(keys), np.concatenate(vals),
-                                         len(graphs))
+                pieces.append((np.repeat(g, p * p), k.ravel(), block.reshape(len(distinct), p * p).ravel()))
+        return pieces
 
     # ------------------------------------------------------------ kernel values
     def feature_vectors(self, emb: SparseFeatures, state: KernelState) -> SparseFeatures:
@@ -294,16 +331,13 @@ class ShortestPathAttrKernel(GraphKernel):
             return sq_norms(a)
         return np.array([self._gaussian_block(a[i : i + 1], a[i : i + 1])[0, 0] for i in range(len(a))])
 
-    def _node_kernel(self, xa: np.ndarray, la: np.ndarray, xb: np.ndarray, lb: np.ndarray) -> np.ndarray:
-        """(len(xa), len(xb)) node-kernel values, each entry by the same elementwise arithmetic."""
+    def _attribute_kernel(self, xa: np.ndarray, xb: np.ndarray) -> np.ndarray:
+        """(len(xa), len(xb)) Gaussian values, each entry by the same elementwise arithmetic."""
         sq = np.zeros((len(xa), len(xb)))
         for j in range(xa.shape[1]):  # one attribute at a time: a fixed order of the sum
             diff = xa[:, j, None] - xb[None, :, j]
             sq += diff * diff
-        k = np.exp(-float(self.gamma) * sq)
-        if self.with_labels:
-            k *= la[:, None] == lb[None, :]
-        return k
+        return np.exp(-float(self.gamma) * sq)
 
     def _gaussian_block(self, a: PathSets, b: PathSets) -> np.ndarray:
         out = np.zeros((len(a), len(b)))
@@ -330,33 +364,48 @@ class ShortestPathAttrKernel(GraphKernel):
             return weights[d]
 
         col_graph_ptr = b.node_ptr
+        b_labels = _labellings(b.labels)
         for i in range(len(a)):
             n0, n1 = a.node_ptr[i], a.node_ptr[i + 1]
             p0, p1 = a.pair_ptr[i], a.pair_ptr[i + 1]
             if p1 == p0:
                 continue
             n = int(n1 - n0)
-            k = self._node_kernel(a.x[n0:n1], a.labels[n0:n1], b.x, b.labels)  # (n, nb)
-            kt = np.ascontiguousarray(k.T)
+            gauss = self._attribute_kernel(a.x[n0:n1], b.x)  # (n, nb)
             pd, pu, pv = a.pd[p0:p1], a.pu[p0:p1], a.pv[p0:p1]
             dvals = np.unique(pd)
             dstart = np.searchsorted(pd, dvals)
             dend = np.searchsorted(pd, dvals, side="right")
-            acc = np.zeros(nb)
-            for d, s, e in zip(dvals.tolist(), dstart.tolist(), dend.tolist()):
-                wm = wmat(d)
-                if wm is None:
-                    continue
-                q = np.ascontiguousarray((wm @ kt).T)  # (n, nb): Σ_v' K[v, v'] W'[u', v']
-                bmat = sp.csr_matrix((np.ones(e - s), pv[s:e].astype(np.int64), _row_ptr(pu[s:e], n)), shape=(n, n))
-                t = bmat @ q  # (n, nb): Σ_v B_d[u, v] Q[v, u']
-                prod = k * t
-                col = prod[0].copy()
-                for r in range(1, n):  # column sums over u in a fixed order
-                    col += prod[r]
-                acc += col
-            out[i] = _segment_sums(acc, col_graph_ptr)
+            steps = [(wmat(d), sp.csr_matrix((np.ones(e - s), pv[s:e].astype(np.int64), _row_ptr(pu[s:e], n)),
+                                             shape=(n, n)))
+                     for d, s, e in zip(dvals.tolist(), dstart.tolist(), dend.tolist()) if wmat(d) is not None]
+            total = np.zeros(len(b))
+            for la, lb in zip(_labellings(a.labels[n0:n1]), b_labels):  # WL iterations 0..h, in order
+                k = gauss * (la[:, None] == lb[None, :]) if self.with_labels else gauss
+                total += _segment_sums(_paths_against(k, steps, nb), col_graph_ptr)
+            out[i] = total
         return out
+
+
+def _labellings(labels: np.ndarray) -> list[np.ndarray]:
+    """The (N,) labels of each WL iteration: one labelling, or a column of (N, h + 1) each."""
+    return [labels] if labels.ndim == 1 else [labels[:, it] for it in range(labels.shape[1])]
+
+
+def _paths_against(k: np.ndarray, steps: list[tuple[sp.csr_matrix, sp.csr_matrix]], nb: int) -> np.ndarray:
+    """(nb,) Σ_d Σ_u K[u, u'] · (B_d K W'_d^T)[u, u'] for one graph's rows of the node kernel
+    ``k`` (n, nb), with ``steps`` its (W'_d, B_d) per distance; every sum in a fixed order."""
+    kt = np.ascontiguousarray(k.T)
+    acc = np.zeros(nb)
+    for wm, bmat in steps:
+        q = np.ascontiguousarray((wm @ kt).T)  # (n, nb): Σ_v' K[v, v'] W'[u', v']
+        t = bmat @ q  # (n, nb): Σ_v B_d[u, v] Q[v, u']
+        prod = k * t
+        col = prod[0].copy()
+        for r in range(1, len(k)):  # column sums over u in a fixed order
+            col += prod[r]
+        acc += col
+    return acc
 
 
 def _row_ptr(rows: np.ndarray, n: int) -> np.ndarray:
