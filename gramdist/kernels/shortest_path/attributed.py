@@ -21,7 +21,8 @@ over this base kernel, as :mod:`.wlsp` is over :mod:`.sp`: ``Σ_{i=0..h} k(G_i, 
 ``G_0`` the original labels) in the delta factor of ``k_n``, and the attributes unchanged. The
 DM paper's Table 3 has a "WLSP" row on attributed graphs without saying how it combines them
 (its hash-and-check of WLSP "fails" with attributes); this is our reading: WL refines the
-discrete labels only, the attributes enter through ``k_n`` at every iteration. ``h = 0``
+discrete labels only (graphs without them start from one label, as in :mod:`.wlsp`), the
+attributes enter through ``k_n`` at every iteration. ``h = 0``
 (default) is the plain kernel above, with the same values and features as before ``h``.
 
 This is the kernel of the DM paper's Table 3 "SP" row and of GraKeL's ``ShortestPathAttr``
