@@ -363,6 +363,27 @@ def test_every_kernel_clones_as_a_nested_estimator():
         assert f"kernel__{kernel.param_names()[0]}" in copy.get_params(deep=True), name
 
 
+def test_later_params_are_the_defaults_they_were_added_with():
+    """Every parameter a kernel declares in ``later_params`` exists, its declared value is its
+    constructor default (the kernel from before it), and a kernel at its defaults records none
+    of them in a store; set to another value, it is recorded."""
+    import inspect
+
+    from gramdist.kernels import KERNELS, kernel_class
+
+    declared = 0
+    for name in KERNELS:
+        cls = kernel_class(name)
+        defaults = {p.name: p.default for p in inspect.signature(cls.__init__).parameters.values()}
+        for param, value in cls.later_params.items():
+            declared += 1
+            assert param in defaults and defaults[param] == value, (name, param)
+            assert param not in cls().recorded_params(), (name, param)
+        assert set(cls().recorded_params()) == set(cls().get_params()) - set(cls.later_params), name
+    assert declared >= 3  # sp_attr's h, propagation_attr's with_labels and label_w
+    assert kernel_class("sp_attr")(h=2).recorded_params()["h"] == 2
+
+
 def test_front_ends_weigh_nodes_by_the_kernel_like_the_cli(monkeypatch):
     """GramTransformer and FeatureTransformer ask the placement with their graphs' nodes times
     the kernel's ``node_weight``, as ``gramdist run`` does (Lovász θ: 100 per node)."""
