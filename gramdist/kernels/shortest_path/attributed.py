@@ -86,13 +86,6 @@ def _attrs(graphs: GraphBatch, name: str) -> np.ndarray:
     return graphs.node_attrs
 
 
-def _from_pieces(pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray]], n_graphs: int) -> SparseFeatures:
-    if not pieces:
-        return SparseFeatures.empty(n_graphs)
-    rows, keys, vals = (np.concatenate(col) for col in zip(*pieces))
-    return SparseFeatures.from_pairs(rows, keys, vals, n_graphs)
-
-
 def _segment_sums(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
     """Sum of each segment ``values[indptr[i]:indptr[i+1]]`` added left to right (CSR mat-vec)."""
     m = sp.csr_matrix((values, np.zeros(len(values), dtype=np.int64), indptr), shape=(len(indptr) - 1, 1))
@@ -240,11 +233,7 @@ class ShortestPathAttrKernel(GraphKernel):
     def embed(self, graphs: GraphBatch, state: KernelState) -> PathSets | SparseFeatures:
         x, labels = self._prepared(graphs, state)
         if self.node_kernel == "linear":
-            if labels.ndim == 1:
-                return self._linear_features(graphs, x, labels)
-            # features of different iterations have different keys: their sum is the WL sum
-            pieces = [self._linear_pieces(graphs, x, labels[:, it], it) for it in range(labels.shape[1])]
-            return _from_pieces([p for each in pieces for p in each], len(graphs))
+            return self._linear_features(graphs, x, labels)
         return self._path_sets(graphs, x, labels)
 
     def _path_sets(self, graphs: GraphBatch, x: np.ndarray, labels: np.ndarray) -> PathSets:
@@ -266,8 +255,15 @@ class ShortestPathAttrKernel(GraphKernel):
                         v[order].astype(np.int32), d[order].astype(np.int32))
 
     def _linear_features(self, graphs: GraphBatch, x: np.ndarray, labels: np.ndarray) -> SparseFeatures:
-        """Explicit features M[a, b, t][i, j] = Σ x_u[i]·x_v[j] over pairs in window t."""
-        return _from_pieces(self._linear_pieces(graphs, x, labels, 0), len(graphs))
+        """Explicit features M[a, b, t][i, j] = Σ x_u[i]·x_v[j] over pairs in window t, of every
+        labelling: features of different WL iterations have different keys, so their sum is
+        the WL sum."""
+        pieces = [p for it, labelling in enumerate(_labellings(labels))
+                  for p in self._linear_pieces(graphs, x, labelling, it)]
+        if not pieces:
+            return SparseFeatures.empty(len(graphs))
+        rows, keys, vals = (np.concatenate(col) for col in zip(*pieces))
+        return SparseFeatures.from_pairs(rows, keys, vals, len(graphs))
 
     def _linear_pieces(self, graphs: GraphBatch, x: np.ndarray, labels: np.ndarray,
                        iteration: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -377,9 +373,11 @@ class ShortestPathAttrKernel(GraphKernel):
             dvals = np.unique(pd)
             dstart = np.searchsorted(pd, dvals)
             dend = np.searchsorted(pd, dvals, side="right")
-            steps = [(wmat(d), sp.csr_matrix((np.ones(e - s), pv[s:e].astype(np.int64), _row_ptr(pu[s:e], n)),
-                                             shape=(n, n)))
-                     for d, s, e in zip(dvals.tolist(), dstart.tolist(), dend.tolist()) if wmat(d) is not None]
+            steps = []  # (W'_d, B_d) of each distance of this graph that b's graphs have
+            for d, s, e in zip(dvals.tolist(), dstart.tolist(), dend.tolist()):
+                if (wm := wmat(d)) is not None:
+                    bmat = sp.csr_matrix((np.ones(e - s), pv[s:e].astype(np.int64), _row_ptr(pu[s:e], n)), shape=(n, n))
+                    steps.append((wm, bmat))
             total = np.zeros(len(b))
             for la, lb in zip(_labellings(a.labels[n0:n1]), b_labels):  # WL iterations 0..h, in order
                 k = gauss * (la[:, None] == lb[None, :]) if self.with_labels else gauss
