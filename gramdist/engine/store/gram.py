@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.engine.store import backup
+from gramdist.engine.store import backup, chunkfiles
 from gramdist.engine.store.base import (
     Store,
     as_location,
@@ -301,14 +301,19 @@ class TileTarget:
         :class:`~.lock.LeaseLost` first if this run no longer holds the store."""
         if self.lease is not None:
             self.lease.check()
-        (r0, r1), (c0, c1) = grid.row_range(tile[0]), grid.col_range(tile[1])
+        rows, cols = grid.row_range(tile[0]), grid.col_range(tile[1])
         gram = self.array()
-        gram[r0:r1, c0:c1] = block
-        chunks = [tile]
+        folder = folder_of(gram)
+        pieces = [(tile, (rows, cols), block)]
         if grid.symmetric and tile[0] != tile[1]:
-            gram[c0:c1, r0:r1] = block.T
-            chunks.append(tile[::-1])
-        sync_files(folder_of(gram), [gram.metadata.encode_chunk_key(c) for c in chunks])
+            pieces.append((tile[::-1], (cols, rows), block.T))
+        by_zarr = []
+        for chunk, region, values in pieces:
+            if not chunkfiles.write_chunk(gram, folder, chunk, region, values):
+                (r0, r1), (c0, c1) = region
+                gram[r0:r1, c0:c1] = values
+                by_zarr.append(chunk)
+        sync_files(folder, [gram.metadata.encode_chunk_key(c) for c in by_zarr])
         return tile_checksum(block, self.checksum_format)
 
 
