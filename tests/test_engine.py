@@ -278,8 +278,9 @@ def test_in_process_and_in_memory_steps_give_the_store_bits(client, tmp_path, mu
 @pytest.mark.parametrize("name, pooled", [("pyramid_match", True), ("core", True), ("sp", False)])
 def test_embeddings_run_in_the_pool_only_where_the_kernel_says(mutag, dataset_dir, monkeypatch, name, pooled):
     """In process, a kernel that declares ``embeds_in_threads`` (LAPACK, NumPy over whole
-    chunks) has its chunks embedded in the pool's threads, others at their submit in the
-    calling thread; the Gram is the one of a single thread, bit for bit."""
+    chunks) has its chunks embedded in the pool's threads, others one at a time in the one
+    background thread (with one thread in all: at their submit, in the calling thread); the
+    Gram is the one of a single thread, bit for bit."""
     import threading
 
     from gramdist.engine import tasks
@@ -310,9 +311,69 @@ def test_embeddings_run_in_the_pool_only_where_the_kernel_says(mutag, dataset_di
     assert np.array_equal(one, two)
     assert where_one == {threading.current_thread().name}
     if pooled:
-        assert where_two and all(n.startswith("gramdist") for n in where_two)
+        assert where_two and all(n.startswith("gramdist_") for n in where_two)
     else:
-        assert where_two == {threading.current_thread().name}
+        assert len(where_two) == 1 and where_two.pop().startswith("gramdist-background")
+
+
+def test_tiles_start_while_later_chunks_are_still_embedding(mutag, dataset_dir, monkeypatch):
+    """In process with two threads, the tiles of the chunks embedded first run before the last
+    chunk's embedding starts: here that embedding waits until tile (0, 0) is written, which
+    would never happen (the wait times out) if every embedding had to finish first."""
+    import threading
+
+    from gramdist.engine import tasks
+    from gramdist.engine.executor import InlineExecutor
+    from gramdist.engine.plan import plan_gram
+    from gramdist.engine.runner import compute_in_memory
+    from gramdist.kernels import make_kernel
+
+    dataset_dir("MUTAG")
+    first_tile = threading.Event()
+    waited: list[bool] = []
+    real_embed, real_tile = tasks.embed_task, tasks.tile_task
+
+    last_chunk = mutag.graph_ids[150]  # the first graph of the last chunk of 188 in tiles of 50
+
+    def embed(kernel, state, graphs):
+        if graphs.graph_ids[0] == last_chunk:
+            waited.append(first_tile.wait(timeout=30))
+        return real_embed(kernel, state, graphs)
+
+    def tile(*args):
+        out = real_tile(*args)
+        if out[0] == (0, 0):
+            first_tile.set()
+        return out
+
+    monkeypatch.setattr(tasks, "embed_task", embed)
+    monkeypatch.setattr(tasks, "tile_task", tile)
+    plan = plan_gram(make_kernel("sp"), mutag, fit=FitSpec(seed=0), gram=GramSpec(tile_size=50, normalize=True))
+    ex = InlineExecutor(2)
+    try:
+        two = compute_in_memory(ex, plan, context=RunContext(log=lambda m: None)).gram
+    finally:
+        ex.close()
+    assert waited == [True]
+    monkeypatch.setattr(tasks, "embed_task", real_embed)
+    monkeypatch.setattr(tasks, "tile_task", real_tile)
+    one = compute_in_memory(InlineExecutor(1), plan, context=RunContext(log=lambda m: None)).gram
+    assert np.array_equal(one, two)
+
+
+def test_tiles_are_taken_in_the_order_their_embeddings_are_ready():
+    from gramdist.engine.steps import in_embedding_order
+    from gramdist.engine.store import TileGrid
+
+    grid = TileGrid(40, 40, 10, symmetric=True)
+    assert in_embedding_order(grid.tiles(), ["r0", "r1", "r2", "r3"], True) == [
+        (0, 0), (0, 1), (1, 1), (0, 2), (1, 2), (2, 2), (0, 3), (1, 3), (2, 3), (3, 3)]
+    # test x train with the training chunks cached (not embedded here): the row chunks' order
+    rect = TileGrid(20, 30, 10, symmetric=False)
+    assert in_embedding_order(rect.tiles(), ["r1", "r0"], False) == [(1, 0), (1, 1), (1, 2), (0, 0), (0, 1), (0, 2)]
+    # a resumed run embeds only what its remaining tiles need; nothing is dropped or repeated
+    todo = [(0, 3), (2, 2), (1, 3)]
+    assert in_embedding_order(todo, ["r3", "r2", "r0", "r1"], True) == [(2, 2), (0, 3), (1, 3)]
 
 
 def test_pooled_in_process_executor_holds_blas_to_one_thread_and_cancels_on_close():

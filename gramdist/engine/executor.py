@@ -32,11 +32,13 @@ class Executor:
         raise NotImplementedError
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: str, spread: bool = False,
-               retries: int = 0, pooled: bool = False) -> Any:
+               retries: int = 0, pooled: bool = False, background: bool = False) -> Any:
         """Run ``fn(*args)`` as a task named ``key``; futures among ``args`` are passed as their
         results. ``spread`` asks for the next worker in turn (a soft hint); ``pooled`` says the
         task's work mostly releases the GIL (a tile, or an embedding whose kernel declares
-        ``embeds_in_threads``), so in process it may run in a thread."""
+        ``embeds_in_threads``), so in process it may run in a thread; ``background`` says it
+        holds the GIL but nothing waits for it at once (any other embedding), so in process it
+        may run in one thread beside the caller, one such task at a time."""
         raise NotImplementedError
 
     def put(self, value: Any, key: str) -> Any:
@@ -69,7 +71,7 @@ class DaskExecutor(Executor):
         return len(self.client.nthreads())
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: str, spread: bool = False,
-               retries: int = 0, pooled: bool = False) -> Any:
+               retries: int = 0, pooled: bool = False, background: bool = False) -> Any:
         kwargs: dict[str, Any] = {"key": key, "pure": False}
         if retries:
             kwargs["retries"] = retries
@@ -216,8 +218,10 @@ class _PooledCompleted:
 def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     """``fn(*args)`` with the futures among ``args`` replaced by their results.
 
-    The pool takes tasks in the order they were submitted and a task's inputs were submitted
-    before it, so an input is running or done when a task waits for it: no deadlock.
+    The pool and the background thread each take tasks in the order they were submitted, and
+    a task's inputs were submitted before it: the earliest unfinished task has every input
+    done, and every thread of its queue is busy with tasks submitted before it, of which there
+    is none unfinished, so it runs. No deadlock.
     """
     return fn(*[a.result() if isinstance(a, (InlineFuture, PooledFuture)) else a for a in args])
 
@@ -232,8 +236,10 @@ class InlineExecutor(Executor):
     embedding 1.50 -> 0.86 s on two cores, core over WL on D&D 1.05 -> 0.68 s): most kernels'
     embeddings are many small Python-level calls that two threads run slower than one
     (measured on NCI1: SVM-θ's embedding 1.9 s in one thread, 3.3 s in two; the adaptive
-    matching kernel's 44 s, 52 s). Other embeddings and the fit run at their submit, in the
-    calling thread, with BLAS as the process has it.
+    matching kernel's 44 s, 52 s). Those are submitted ``background``: one thread runs them one
+    after another, as the caller would, while the pool computes the tiles of the chunks already
+    embedded (NCI1, 4 chunks: the first tiles start after one chunk's embedding, not all four).
+    The fit runs at its submit, in the calling thread, with BLAS as the process has it.
 
     Errors are kept in the future and raised by ``result()``, as Dask does, so the steps
     report a failing tile the same way. ``KeyboardInterrupt`` and ``SystemExit`` propagate.
@@ -249,6 +255,7 @@ class InlineExecutor(Executor):
     def __init__(self, threads: int = 1) -> None:
         self.threads = max(1, int(threads))
         self._pool: ThreadPoolExecutor | None = None
+        self._background: ThreadPoolExecutor | None = None
         self._limits: Any = None
 
     def n_threads(self) -> int:
@@ -258,9 +265,11 @@ class InlineExecutor(Executor):
         return 1
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: str, spread: bool = False,
-               retries: int = 0, pooled: bool = False) -> InlineFuture | PooledFuture:
+               retries: int = 0, pooled: bool = False, background: bool = False) -> InlineFuture | PooledFuture:
         if pooled and self.threads > 1:
             return PooledFuture(key, self._started_pool().submit(_run, fn, args))
+        if background and self.threads > 1:
+            return PooledFuture(key, self._started_background().submit(_run, fn, args))
         try:
             return InlineFuture(key, _run(fn, args))
         except Exception as exc:  # noqa: BLE001 - kept for result(), like a Dask future
@@ -275,19 +284,28 @@ class InlineExecutor(Executor):
 
     def _started_pool(self) -> ThreadPoolExecutor:
         if self._pool is None:
-            from threadpoolctl import threadpool_limits
-
-            self._limits = threadpool_limits(limits=1)
-            # OpenMP's thread count is per thread: each pool thread sets its own
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="gramdist",
-                                            initializer=threadpool_limits, initargs=(1, "openmp"))
+            self._pool = self._threads(self.threads, "gramdist")
         return self._pool
+
+    def _started_background(self) -> ThreadPoolExecutor:
+        if self._background is None:
+            self._background = self._threads(1, "gramdist-background")
+        return self._background
+
+    def _threads(self, n: int, name: str) -> ThreadPoolExecutor:
+        from threadpoolctl import threadpool_limits
+
+        if self._limits is None:
+            self._limits = threadpool_limits(limits=1)
+        # OpenMP's thread count is per thread: each thread sets its own
+        return ThreadPoolExecutor(n, thread_name_prefix=name, initializer=threadpool_limits, initargs=(1, "openmp"))
 
     def close(self) -> None:
         """Wait for the running tasks, cancel the queued ones, lift the BLAS limit."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        for pool in (self._background, self._pool):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        self._pool = self._background = None
         if self._limits is not None:
             self._limits.restore_original_limits()
             self._limits = None

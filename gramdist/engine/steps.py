@@ -196,7 +196,8 @@ class Embedded:
 
     ``rows[i]`` embeds row chunk ``i``; ``cols`` is ``rows`` itself when symmetric; ``diag``
     maps ``(side, chunk)`` to a future of that chunk's K(g, g); ``uses`` counts the tiles still
-    to use each embedding (released at 0).
+    to use each embedding (released at 0); ``order``: the :func:`chunk_tag` of each chunk
+    embedded here (not taken from a cache), in the order they were submitted.
     """
 
     rows: dict[int, Any]
@@ -205,6 +206,7 @@ class Embedded:
     counts: list[Any]
     uses: Counter
     started: float
+    order: list[str] = field(default_factory=list)
 
     def col_side(self, symmetric: bool) -> str:
         return "r" if symmetric else "c"
@@ -235,16 +237,23 @@ class _Embedder:
     sink: Any
     token: str
     cache: ColumnCache | None
+    order: list[str] = field(default_factory=list)  # chunk tags in the order they were submitted
 
     def submit(self, batch: GraphBatch, rng: tuple[int, int], tag: str) -> Any:
         chunk = batch[rng[0]:rng[1]]
         key = f"embed-{tag}-{self.token}"
-        pooled = self.plan.kernel.embeds_in_threads
+        where = self.where()
+        self.order.append(tag)
         if self.sink.embeddings is not None:
             return self.ex.submit(tasks.cached_embed_task, self.plan.kernel, self.state_f, chunk, self.sink.embeddings,
-                                  tag, chunk.checksum(), key=key, spread=True, pooled=pooled)
-        return self.ex.submit(tasks.embed_task, self.plan.kernel, self.state_f, chunk, key=key, spread=True,
-                              pooled=pooled)
+                                  tag, chunk.checksum(), key=key, spread=True, **where)
+        return self.ex.submit(tasks.embed_task, self.plan.kernel, self.state_f, chunk, key=key, spread=True, **where)
+
+    def where(self) -> dict[str, bool]:
+        """How the kernel's per-chunk tasks run in process: in the pool where its embeddings
+        release the GIL, else in the background thread (see :class:`InlineExecutor`)."""
+        pooled = self.plan.kernel.embeds_in_threads
+        return {"pooled": pooled, "background": not pooled}
 
     def column(self, j: int, tag: str) -> Any:
         rng = self.plan.grid.col_range(j)
@@ -260,9 +269,9 @@ class _Embedder:
         cached = self.cache is not None and (side == "c" or self.plan.symmetric)
         if cached and c in self.cache.diag:
             return self.cache.diag[c]
-        # pooled like the embedding it takes: inline, it would wait for that embedding here
+        # run where the embedding it takes runs: inline, it would wait for that embedding here
         fut = self.ex.submit(tasks.diag_task, self.plan.kernel, self.state_f, emb, key=f"diag-{side}{c}-{self.token}",
-                             pooled=self.plan.kernel.embeds_in_threads)
+                             **self.where())
         if cached:
             self.cache.diag[c] = fut
         return fut
@@ -296,19 +305,24 @@ def embed(ex: Executor, plan: GramPlan, state_f: Any, sink: Any, todo: list[tupl
     row_needed = set(range(grid.shape[0])) if need_diag else {i for i, _ in todo}
     col_needed = set(range(grid.shape[1])) if need_diag else {j for _, j in todo}
     emb = _Embedder(ex, plan, state_f, sink, token, cache)
-    started = time.perf_counter()
+    out = Embedded({}, {}, {}, [], Counter(), time.perf_counter(), emb.order)
+
+    def with_diag(side: str, c: int, fut: Any) -> Any:
+        # each chunk's K(g, g) right after its embedding: a tile that normalises waits for both
+        if need_diag:
+            out.diag[(side, c)] = emb.diag(side, c, fut)
+        return fut
+
     if grid.symmetric:
-        rows = cols = {i: emb.column(i, chunk_tag("r", i, True)) for i in sorted(row_needed | col_needed)}
+        out.rows = out.cols = {i: with_diag("r", i, emb.column(i, chunk_tag("r", i, True)))
+                               for i in sorted(row_needed | col_needed)}
     else:
-        rows = {i: emb.submit(plan.rows, grid.row_range(i), chunk_tag("r", i, False)) for i in sorted(row_needed)}
-        cols = {j: emb.column(j, chunk_tag("c", j, False)) for j in sorted(col_needed)}
-    out = Embedded(rows, cols, {}, [], Counter(), started)
-    if need_diag:
-        out.diag = {(side, c): emb.diag(side, c, embs[c]) for side, embs in out.sides(grid.symmetric)
-                    for c in sorted(embs)}
+        out.rows = {i: with_diag("r", i, emb.submit(plan.rows, grid.row_range(i), chunk_tag("r", i, False)))
+                    for i in sorted(row_needed)}
+        out.cols = {j: with_diag("c", j, emb.column(j, chunk_tag("c", j, False))) for j in sorted(col_needed)}
     if kernel.has_embedding_counts:
         out.counts = [ex.submit(tasks.embedding_counts_task, kernel, f, key=f"counts-{side}{c}-{token}",
-                                pooled=kernel.embeds_in_threads)
+                                **emb.where())
                       for side, embs in out.sides(grid.symmetric) for c, f in sorted(embs.items())]
     _count_uses(out, todo, grid.symmetric)
     return out
@@ -412,12 +426,26 @@ def compute_tiles(ex: Executor, plan: GramPlan, state_f: Any, emb: Embedded, sin
     total = len(plan.grid.tiles())
     window = Window(ex, loop.submit, loop.record, progress_reporter(ctx.progress, total, total - len(todo)),
                     ctx.log, sink=sink, width=plan.max_in_flight, what="tile", watched=loop.watched())
-    computed = run_window(window, todo)
+    computed = run_window(window, in_embedding_order(todo, emb.order, plan.symmetric))
     # the phases split the wall time: tiles_s counts from the moment every embedding was ready
     timings = loop.timings
     timings.setdefault("embed_s", 0.0)
     timings["tiles_s"] = time.perf_counter() - emb.started - timings["embed_s"]
     return TileReport(computed, loop.counts, timings, counted=bool(loop.count_keys))
+
+
+def in_embedding_order(todo: list[tuple[int, int]], order: list[str], symmetric: bool) -> list[tuple[int, int]]:
+    """``todo`` with each tile placed by the later of its two chunks in the embeddings'
+    submission ``order`` (chunks not in it, taken from a cache, count as first), then row-major:
+    the tiles that can start first come first (NCI1 in 4 chunks: (0, 0) after one chunk's
+    embedding, (0, 1) and (1, 1) after two), where row-major order would hold a thread waiting
+    on chunk 3 for tile (0, 3). Each tile's values do not depend on when it runs."""
+    rank = {tag: n for n, tag in enumerate(order)}
+
+    def ready(tl: tuple[int, int]) -> int:
+        return max(rank.get(chunk_tag("r", tl[0], symmetric), -1), rank.get(chunk_tag("c", tl[1], symmetric), -1))
+
+    return sorted(todo, key=lambda tl: (ready(tl), tl))
 
 
 def _store_diag(sink: Sink, grid: Any, parts: dict[tuple[str, int], np.ndarray], ctx: RunContext) -> None:
