@@ -14,7 +14,6 @@ from typing import Any
 
 from gramdist._version import __version__
 from gramdist.errors import DatasetError, GramdistError, InputError, JobError, StoreError, TileError
-from gramdist.graphs import Graph, GraphBatch
 
 
 def open_gram(store: str, *, as_dask: bool = False, allow_incomplete: bool = False) -> tuple[Any, Any]:
@@ -89,8 +88,13 @@ def search(store: str, queries: Any, *, top: int = 10, placement: Any = None, co
 
 
 def __getattr__(name: str) -> Any:
-    # the front ends and the engine's parameter objects, imported on first use so that
-    # ``import gramdist`` stays light
+    # the front ends, the graph containers and the engine's parameter objects, imported on
+    # first use so that ``import gramdist`` stays light (the command line needs that: see
+    # :func:`gramdist.lazy.defer_numpy_extras`)
+    if name in ("Graph", "GraphBatch"):
+        from gramdist import graphs
+
+        return getattr(graphs, name)
     if name in ("GramTransformer", "compute_gram"):
         from gramdist import estimator
 

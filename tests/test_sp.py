@@ -184,12 +184,12 @@ def test_seidel_distances_equal_breadth_first_search(seed):
     from gramdist.kernels.allpairs import padded_adjacency, seidel_distances
 
     rng = np.random.default_rng(seed)
-    sizes = [1, 2, 64, 63, 17] + [int(x) for x in rng.integers(1, 65, size=20)]
+    sizes = [1, 2, 128, 127, 17, 64] + [int(x) for x in rng.integers(1, 129, size=20)]
     edges = [np.array([[i, i + 1] for i in range(sizes[2] - 1)] if k == 2 else
                       rng.integers(0, n, size=(int(rng.integers(0, 2 * n)), 2))).reshape(-1, 2)
              for k, n in enumerate(sizes)]
     graphs = GraphBatch.from_graphs(edges, sizes)
-    for n_pad in (64, 72):
+    for n_pad in (128, 136):
         dist = seidel_distances(padded_adjacency(graphs, np.arange(len(sizes)), n_pad))
         for g, n in enumerate(sizes):
             a = np.zeros((n, n))
@@ -198,10 +198,10 @@ def test_seidel_distances_equal_breadth_first_search(seed):
             ref[~np.isfinite(ref)] = 0
             assert np.array_equal(dist[g, :n, :n], ref)
             assert not dist[g, n:].any() and not dist[g, :, n:].any()
-    assert dist[2, 0, 63] == 63  # the 64-node path
+    assert dist[2, 0, 127] == 127  # the 128-node path (SEIDEL_MAX_NODES)
 
 
-@pytest.mark.parametrize("seidel_max,max_pairs", [(0, 1 << 22), (64, 1 << 22), (64, 300), (16, 2000)])
+@pytest.mark.parametrize("seidel_max,max_pairs", [(0, 1 << 22), (64, 1 << 22), (128, 1 << 22), (64, 300), (16, 2000)])
 def test_small_graph_stacks_and_source_blocks_count_the_same(seidel_max, max_pairs, monkeypatch):
     """The counts of small graphs (Seidel, in windows of ``max_pairs`` padded entries) and of
     larger ones (BFS by source rows) agree, however graphs are windowed and stacked."""

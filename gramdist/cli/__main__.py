@@ -1,5 +1,3 @@
-import sys
+from gramdist.cli import entry_point
 
-from gramdist.cli import main
-
-sys.exit(main())
+entry_point()
