@@ -609,3 +609,22 @@ def test_grid_settings_are_placed_by_size_and_share_one_cluster(tmp_path, mutag,
     run_grid(job, out=str(tmp_path / "workers"), placement=on_workers, context=quiet)
     assert len(connects) == 1
     assert np.array_equal(open_gram(str(tmp_path / "workers" / "h-3.zarr"))[0], reference(mutag, 3))
+
+
+def test_an_embedding_is_kept_once_by_its_own_task(tmp_path, monkeypatch):
+    """``keep_embedding_task`` writes a chunk's embedding unless one of the same graphs is kept
+    already (read back by the embedding task: not written again); what it wrote reads back equal."""
+    from gramdist.engine import tasks
+    from gramdist.engine.store.state import EmbeddingCache
+    from gramdist.kernels.sparse import SparseFeatures
+
+    emb = SparseFeatures.from_pairs(np.array([0, 0, 1]), np.array([3, 9, 3], dtype=np.uint64), np.array([1.0, 2.0, 5.0]), 2)
+    cache = EmbeddingCache(str(tmp_path), str(tmp_path))
+    assert tasks.keep_embedding_task(cache, "r0", emb, "sum-a")
+    back = cache.get("r0", "sum-a")
+    assert np.array_equal(back.keys, emb.keys) and np.array_equal(back.values, emb.values)
+    writes = []
+    monkeypatch.setattr(EmbeddingCache, "put", lambda self, *a: writes.append(a) or True)
+    assert not tasks.keep_embedding_task(cache, "r0", emb, "sum-a")  # kept already
+    assert tasks.keep_embedding_task(cache, "r0", emb, "sum-b")  # other graphs: kept anew
+    assert [a[2] for a in writes] == ["sum-b"]

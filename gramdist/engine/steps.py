@@ -197,7 +197,8 @@ class Embedded:
     ``rows[i]`` embeds row chunk ``i``; ``cols`` is ``rows`` itself when symmetric; ``diag``
     maps ``(side, chunk)`` to a future of that chunk's K(g, g); ``uses`` counts the tiles still
     to use each embedding (released at 0); ``order``: the :func:`chunk_tag` of each chunk
-    embedded here (not taken from a cache), in the order they were submitted.
+    embedded here (not taken from a cache), in the order they were submitted; ``keeps``: the
+    tasks keeping embeddings in the store, which the tile step waits for.
     """
 
     rows: dict[int, Any]
@@ -207,6 +208,7 @@ class Embedded:
     uses: Counter
     started: float
     order: list[str] = field(default_factory=list)
+    keeps: list[Any] = field(default_factory=list)
 
     def col_side(self, symmetric: bool) -> str:
         return "r" if symmetric else "c"
@@ -238,16 +240,26 @@ class _Embedder:
     token: str
     cache: ColumnCache | None
     order: list[str] = field(default_factory=list)  # chunk tags in the order they were submitted
+    keeps: list[Any] = field(default_factory=list)  # futures of the tasks keeping embeddings
 
     def submit(self, batch: GraphBatch, rng: tuple[int, int], tag: str) -> Any:
         chunk = batch[rng[0]:rng[1]]
         key = f"embed-{tag}-{self.token}"
         where = self.where()
         self.order.append(tag)
-        if self.sink.embeddings is not None:
-            return self.ex.submit(tasks.cached_embed_task, self.plan.kernel, self.state_f, chunk, self.sink.embeddings,
-                                  tag, chunk.checksum(), key=key, spread=True, **where)
-        return self.ex.submit(tasks.embed_task, self.plan.kernel, self.state_f, chunk, key=key, spread=True, **where)
+        cache = self.sink.embeddings
+        if cache is None:
+            return self.ex.submit(tasks.embed_task, self.plan.kernel, self.state_f, chunk, key=key, spread=True,
+                                  **where)
+        checksum = chunk.checksum()
+        fut = self.ex.submit(tasks.cached_embed_task, self.plan.kernel, self.state_f, chunk, cache, tag, checksum,
+                             False, key=key, spread=True, **where)
+        if self.plan.kernel.embedding_worth_keeping:
+            # kept by a task of its own, in the pool: not on the way from one embedding to the
+            # next (NCI1 shortest path: 4 x 18 ms of Zarr writes off the embedding thread)
+            self.keeps.append(self.ex.submit(tasks.keep_embedding_task, cache, tag, fut, checksum,
+                                             key=f"keep-{tag}-{self.token}", pooled=True))
+        return fut
 
     def where(self) -> dict[str, bool]:
         """How the kernel's per-chunk tasks run in process: in the pool where its embeddings
@@ -305,7 +317,7 @@ def embed(ex: Executor, plan: GramPlan, state_f: Any, sink: Any, todo: list[tupl
     row_needed = set(range(grid.shape[0])) if need_diag else {i for i, _ in todo}
     col_needed = set(range(grid.shape[1])) if need_diag else {j for _, j in todo}
     emb = _Embedder(ex, plan, state_f, sink, token, cache)
-    out = Embedded({}, {}, {}, [], Counter(), time.perf_counter(), emb.order)
+    out = Embedded({}, {}, {}, [], Counter(), time.perf_counter(), emb.order, emb.keeps)
 
     def with_diag(side: str, c: int, fut: Any) -> Any:
         # each chunk's K(g, g) right after its embedding: a tile that normalises waits for both
@@ -361,6 +373,7 @@ class _TileLoop:
         self.col_side = emb.col_side(plan.symmetric)
         self.diag_keys = {f.key: sc for sc, f in emb.diag.items()}
         self.count_keys = {f.key for f in emb.counts}
+        self.keep_keys = {f.key for f in emb.keeps}
         self.diag_parts: dict[tuple[str, int], np.ndarray] = {}
         self.counts: Counter = Counter()
         self.waiting = set()
@@ -371,11 +384,15 @@ class _TileLoop:
         futures = list({f.key: f for f in (*self.emb.rows.values(), *self.emb.cols.values(),
                                            *self.emb.diag.values(), *self.emb.counts)}.values())
         self.waiting = {f.key for f in futures}
-        self.emb.counts = []
+        futures += self.emb.keeps
+        self.emb.counts, self.emb.keeps = [], []
         return Watched(futures, self.handle)
 
     def handle(self, fut: Any) -> None:
-        """An embedding, a chunk's K(g, g) or its counters finished."""
+        """An embedding, a chunk's K(g, g), its counters or the keeping of its embedding finished."""
+        if fut.key in self.keep_keys:
+            fut.result()  # best effort, but a lost lease stops the run
+            return
         self.waiting.discard(fut.key)
         if fut.key in self.diag_keys:
             self.diag_parts[self.diag_keys[fut.key]] = np.asarray(fut.result(), dtype=np.float64)

@@ -61,19 +61,31 @@ def embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch | Gra
 
 
 def cached_embed_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch, cache: EmbeddingCache,
-                      name: str, checksum: str) -> Any:
+                      name: str, checksum: str, keep: bool = True) -> Any:
     """The embedding of one chunk: read from ``cache`` if it keeps one made from these graphs
-    (``checksum``), else computed and kept there (best effort: a chunk that cannot be kept is
-    embedded again next time). A kernel whose embedding is not worth keeping
-    (``embedding_worth_keeping``: cheaper to compute than to read back) is always embedded."""
+    (``checksum``), else computed and (``keep``) kept there (best effort: a chunk that cannot be
+    kept is embedded again next time); ``keep=False`` leaves that to :func:`keep_embedding_task`.
+    A kernel whose embedding is not worth keeping (``embedding_worth_keeping``: cheaper to
+    compute than to read back) is always embedded."""
     if not kernel.embedding_worth_keeping:
         return embed_task(kernel, state, graphs)
     emb = cache.get(name, checksum)
     if emb is not None and len(emb) == len(graphs):
         return emb
     emb = embed_task(kernel, state, graphs)
-    cache.put(name, emb, checksum)
+    if keep:
+        cache.put(name, emb, checksum)
     return emb
+
+
+def keep_embedding_task(cache: EmbeddingCache, name: str, emb: Any, checksum: str) -> bool:
+    """Keep the embedding of chunk ``name`` in ``cache`` unless one of these graphs is kept there
+    already (then :func:`cached_embed_task` read it back); whether it was written. A kept
+    embedding that cannot be read is therefore not replaced here: the chunk is embedded again
+    at each run until ``gramdist verify --repair`` removes it."""
+    if cache.keeps(name, checksum):
+        return False
+    return cache.put(name, emb, checksum)
 
 
 def diag_task(kernel: GraphKernel, state: KernelState, emb: Any) -> np.ndarray:
