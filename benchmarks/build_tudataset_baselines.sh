@@ -19,6 +19,7 @@ if [ $# -lt 3 ]; then
 fi
 tud=$(cd "$1" && pwd); eigen=$(cd "$2" && pwd); mkdir -p "$3"; out=$(cd "$3" && pwd)
 data=${4:-${GRAMDIST_DATA:-$(dirname "$0")/../../shared/datasets}}
+data=$(cd "$data" && pwd)  # absolute: the links below must resolve from $out, not from here
 src="$tud/tud_benchmark/kernel_baselines"
 [ -f "$src/kernel_baselines.cpp" ] || { echo "no $src/kernel_baselines.cpp" >&2; exit 2; }
 [ -d "$eigen/Eigen" ] || { echo "no Eigen/ in $eigen" >&2; exit 2; }
