@@ -332,3 +332,21 @@ def test_job_file_runs(tmp_path):
     assert json.loads(r.stdout.strip().splitlines()[-1])["complete"]
     k, _ = open_gram(out)
     assert k.shape == (188, 188) and np.allclose(np.diag(k), 1.0)
+
+
+@pytest.mark.parametrize("with_labels", [True, False])
+def test_graphs_without_nodes_have_no_paths(with_labels):
+    """A graph with no nodes (alone in its batch, or beside others) counts nothing; it once
+    made Seidel's stacks index an empty label array (found by the property tests)."""
+    from gramdist.kernels import make_kernel
+
+    kernel = make_kernel("sp", with_labels=with_labels)
+    alone = GraphBatch.from_graphs([np.zeros((0, 2), dtype=np.int64)], [0], node_labels=[np.zeros(0, dtype=np.int64)])
+    state = kernel.fit(alone, 0)
+    assert kernel.pairwise(kernel.embed(alone, state), kernel.embed(alone, state), state).tolist() == [[0.0]]
+    mixed = GraphBatch.from_graphs([np.array([[0, 1]]), np.zeros((0, 2), dtype=np.int64), np.array([[0, 1], [1, 2]])],
+                                   [2, 0, 3], node_labels=[np.array([0, 1]), np.zeros(0, dtype=np.int64), np.array([1, 1, 0])])
+    state = kernel.fit(mixed, 0)
+    k = kernel.pairwise(kernel.embed(mixed, state), kernel.embed(mixed, state), state)
+    assert k[1].tolist() == [0.0, 0.0, 0.0] and k[:, 1].tolist() == [0.0, 0.0, 0.0]
+    assert k[0, 0] > 0 and k[2, 2] > 0

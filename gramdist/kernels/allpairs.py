@@ -349,7 +349,7 @@ def iter_labelled_distance_counts(graphs: GraphBatch, label_sets: list[np.ndarra
         # one graph): its small graphs first, in one piece, then its larger ones block by block
         last = min(n_graphs, max(g + 1, int(np.searchsorted(held, held[g] + max_pairs, side="right")) - 1))
         gs = np.arange(g, last)
-        ids = gs[small[gs]]
+        ids = gs[small[gs] & (sizes[gs] > 0)]  # a graph without nodes has no pair to count
         if len(ids):
             dist = [(b, seidel_distances(padded_adjacency(graphs, b, n_pad)))
                     for n_pad, b in _size_buckets(ids, sizes[ids])]
