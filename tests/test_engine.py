@@ -422,6 +422,42 @@ def test_pooled_in_process_executor_holds_blas_to_one_thread_and_cancels_on_clos
     assert [i["num_threads"] for i in threadpool_info()] == before
 
 
+def test_pooled_tasks_enter_the_pool_only_once_their_inputs_are_done():
+    """A pooled task waiting on an unfinished input holds no thread of the pool: two of them
+    waiting on a background task leave both threads to a task that is ready; they run once
+    the input is done, with its value, or fail with its error; on close, one whose input was
+    still queued is cancelled with it (without a deadlock: the pool cancels under its lock)."""
+    import threading
+
+    from gramdist.engine.executor import InlineExecutor
+
+    ex = InlineExecutor(2)
+    gate = threading.Event()
+    slow = ex.submit(lambda: gate.wait(10) and 5, key="slow", background=True)
+    dependents = [ex.submit(lambda x, k=k: x + k, slow, key=f"dep{k}", pooled=True) for k in range(2)]
+    ready = ex.submit(lambda: "ready", key="ready", pooled=True)
+    assert ready._future.result(timeout=5) == "ready" and not gate.is_set()
+    assert all(d.status == "pending" for d in dependents)
+    gate.set()
+    assert [d.result() for d in dependents] == [5, 6]
+    bad = ex.submit(lambda: 1 / 0, key="bad", background=True)
+    after = ex.submit(lambda x: x, bad, key="after", pooled=True)
+    with pytest.raises(ZeroDivisionError):
+        after.result()
+    hold, started = threading.Event(), threading.Semaphore(0)
+    busy = [ex.submit(lambda: started.release() or hold.wait(10), key=f"busy{i}", pooled=True) for i in range(2)]
+    assert started.acquire(timeout=10) and started.acquire(timeout=10)
+    queued = ex.submit(lambda: 7, key="queued", pooled=True)  # behind the two busy tasks
+    waiting = ex.submit(lambda x: x, queued, key="waiting", pooled=True)  # not in the pool yet
+    threading.Timer(0.3, hold.set).start()
+    closing = threading.Thread(target=ex.close)  # close cancels `queued`, then `waiting`
+    closing.start()
+    closing.join(timeout=20)
+    assert not closing.is_alive(), "close() hung"
+    assert all(b.result() is True for b in busy)
+    assert queued._future.cancelled() and waiting._future.cancelled()
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_in_process_executor_reports_a_failing_tile_like_the_cluster(mutag, dataset_dir, monkeypatch, threads):
     import faultinject

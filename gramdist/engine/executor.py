@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import queue
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -218,12 +219,53 @@ class _PooledCompleted:
 def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     """``fn(*args)`` with the futures among ``args`` replaced by their results.
 
-    The pool and the background thread each take tasks in the order they were submitted, and
-    a task's inputs were submitted before it: the earliest unfinished task has every input
-    done, and every thread of its queue is busy with tasks submitted before it, of which there
-    is none unfinished, so it runs. No deadlock.
+    A pooled task is queued only once its inputs are done (:func:`_when_ready`), so the pool's
+    threads never wait. The background thread takes its tasks in the order they were
+    submitted, and its tasks' inputs are earlier tasks of its own or pooled ones, which never
+    wait on it: no deadlock.
     """
     return fn(*[a.result() if isinstance(a, (InlineFuture, PooledFuture)) else a for a in args])
+
+
+def _when_ready(pool: ThreadPoolExecutor, fn: Callable[..., Any], args: tuple[Any, ...]) -> Future:
+    """``fn(*args)`` queued on ``pool`` once every pooled future among ``args`` is done, so that
+    no thread of the pool sits waiting on an input: a task that keeps a chunk's embedding would
+    otherwise hold a thread until that chunk is embedded while tiles ready to run wait behind it.
+    Tasks whose inputs are done are queued at once, in the order they were submitted."""
+    waiting = [a._future for a in args if isinstance(a, PooledFuture) and not a._future.done()]
+    if not waiting:
+        return pool.submit(_run, fn, args)
+    outer: Future = Future()
+    left = [len(waiting)]
+    lock = threading.Lock()
+
+    def input_done(done: Future) -> None:
+        if done.cancelled():  # at close, under the pool's shutdown lock, where a submit would deadlock
+            outer.cancel()
+            return
+        with lock:
+            left[0] -= 1
+            if left[0] or outer.cancelled():
+                return
+        try:
+            inner = pool.submit(_run, fn, args)
+        except RuntimeError:  # the executor was closed meanwhile: dropped like a queued task
+            outer.cancel()
+            return
+        inner.add_done_callback(lambda done: _copy_outcome(done, outer))
+
+    for f in waiting:
+        f.add_done_callback(input_done)
+    return outer
+
+
+def _copy_outcome(src: Future, dst: Future) -> None:
+    if src.cancelled():
+        dst.cancel()
+    elif src.exception() is not None:
+        dst.set_exception(src.exception())
+    else:
+        dst.set_result(src.result())
 
 
 class InlineExecutor(Executor):
@@ -267,8 +309,9 @@ class InlineExecutor(Executor):
     def submit(self, fn: Callable[..., Any], *args: Any, key: str, spread: bool = False,
                retries: int = 0, pooled: bool = False, background: bool = False) -> InlineFuture | PooledFuture:
         if pooled and self.threads > 1:
-            return PooledFuture(key, self._started_pool().submit(_run, fn, args))
+            return PooledFuture(key, _when_ready(self._started_pool(), fn, args))
         if background and self.threads > 1:
+            # in submission order, inputs or not: a chunk's K(g, g) right behind its embedding
             return PooledFuture(key, self._started_background().submit(_run, fn, args))
         try:
             return InlineFuture(key, _run(fn, args))
