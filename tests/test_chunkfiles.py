@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import zarr
 from gramdist.engine.store.chunkfiles import chunk_encoding, write_chunk
 from gramdist.engine.store.gram import create_tile_arrays, folder_of
 from gramdist.engine.store.grids import TileGrid
+from gramdist.engine.store.location import Location
 
 
 def _two_gram_arrays(tmp_path: Path, grid: TileGrid, dtype: str, level: int) -> tuple[zarr.Array, zarr.Array]:
@@ -45,7 +47,7 @@ def test_every_tile_is_the_file_zarr_writes(tmp_path, dtype, level, in_thread):
         for i, j in [(i, j) for i in range(3) for j in range(3)]:
             region = (grid.row_range(i), grid.col_range(j))
             (r0, r1), (c0, c1) = region
-            written.append(write_chunk(direct, folder_of(direct), (i, j), region, gram[r0:r1, c0:c1]))
+            written.append(write_chunk(direct, Location(tmp_path / "direct.zarr"), (i, j), region, gram[r0:r1, c0:c1]))
             by_zarr[r0:r1, c0:c1] = gram[r0:r1, c0:c1]
 
     if in_thread:  # numcodecs' Blosc compresses with its own context outside the main thread
@@ -59,7 +61,7 @@ def test_every_tile_is_the_file_zarr_writes(tmp_path, dtype, level, in_thread):
         for j in range(3):
             assert _chunk_file(direct, (i, j)).read_bytes() == _chunk_file(by_zarr, (i, j)).read_bytes(), (i, j)
     np.testing.assert_array_equal(zarr.open_array(str(folder_of(direct)), mode="r")[...], gram)
-    assert not list(folder_of(direct).rglob("*.partial"))
+    assert not [p for p in folder_of(direct).rglob(".*")]  # no temporary file left behind
 
 
 def test_a_transposed_view_is_written_as_its_values(tmp_path):
@@ -67,7 +69,7 @@ def test_a_transposed_view_is_written_as_its_values(tmp_path):
     grid = TileGrid(10, 10, 5, symmetric=True)
     by_zarr, direct = _two_gram_arrays(tmp_path, grid, "float64", 1)
     block = np.random.default_rng(0).random((5, 5))
-    assert write_chunk(direct, folder_of(direct), (1, 0), ((5, 10), (0, 5)), block.T)
+    assert write_chunk(direct, Location(tmp_path / "direct.zarr"), (1, 0), ((5, 10), (0, 5)), block.T)
     by_zarr[5:10, 0:5] = block.T
     assert _chunk_file(direct, (1, 0)).read_bytes() == _chunk_file(by_zarr, (1, 0)).read_bytes()
 
@@ -75,13 +77,13 @@ def test_a_transposed_view_is_written_as_its_values(tmp_path):
 def test_anything_but_one_whole_local_chunk_is_left_to_zarr(tmp_path):
     grid = TileGrid(10, 10, 5, symmetric=True)
     _, direct = _two_gram_arrays(tmp_path, grid, "float64", 1)
-    folder = folder_of(direct)
+    folder, local = folder_of(direct), Location(tmp_path / "direct.zarr")
     block = np.ones((5, 5))
-    assert not write_chunk(direct, folder, (0, 0), ((0, 5), (1, 6)), block)  # not chunk-aligned
-    assert not write_chunk(direct, folder, (0, 0), ((0, 4), (0, 4)), block[:4, :4])  # part of a chunk
-    assert not write_chunk(direct, str(folder), (0, 0), ((0, 5), (0, 5)), block)  # not a local Path
+    assert not write_chunk(direct, local, (0, 0), ((0, 5), (1, 6)), block)  # not chunk-aligned
+    assert not write_chunk(direct, local, (0, 0), ((0, 4), (0, 4)), block[:4, :4])  # part of a chunk
+    assert not write_chunk(direct, SimpleNamespace(remote=True), (0, 0), ((0, 5), (0, 5)), block)  # a bucket
     zstd = zarr.create_array(str(tmp_path / "zstd.zarr"), shape=(10, 10), chunks=(5, 5), dtype="float64",
                              compressors=[zarr.codecs.ZstdCodec()])
     assert chunk_encoding(zstd) is None
-    assert not write_chunk(zstd, folder_of(zstd), (0, 0), ((0, 5), (0, 5)), block)
+    assert not write_chunk(zstd, Location(tmp_path / "zstd.zarr"), (0, 0), ((0, 5), (0, 5)), block)
     assert not (folder / "c").exists()

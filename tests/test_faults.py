@@ -448,7 +448,8 @@ def test_disk_fills_up_during_the_job_real_tmpfs(fault_job, tmp_path):
         assert r.returncode == 0, r.stderr[-3000:]
         assert last_json(r.stdout)["complete"]
         assert np.array_equal(open_gram(out)[0], undisturbed)
-        assert not list(out.rglob("*.partial"))  # the atomic chunk writes left no debris behind
+        # the atomic chunk writes (Zarr's *.partial, the store's dot-named temporaries) left no debris
+        assert not list(out.rglob("*.partial")) and not list((out / "gram").rglob(".*"))
     finally:
         _umount(mnt)
 
@@ -459,30 +460,31 @@ def test_enospc_on_chunk_writes_simulated(fault_job, tmp_path, monkeypatch):
     complete, and a rerun once the 'disk' has space finishes with the undisturbed Gram."""
     from distributed import Client, LocalCluster
 
-    from gramdist.engine.store import chunkfiles
+    from gramdist.engine.store.location import Location
 
     job, undisturbed = fault_job
     out = tmp_path / "sim.zarr"
-    real_put = chunkfiles.put_durably  # every Gram chunk of a local store is written through it
+    real_put = Location.write_atomic  # every Gram chunk of a local store is written through it
     writes = {"n": 0}
 
-    def full_disk_put(path, data):
-        if "/gram/c/" in str(path):
+    def full_disk_put(self, data, *parts):
+        path = str(self.child(*parts))
+        if "/gram/c/" in path:
             writes["n"] += 1
             if writes["n"] > 100:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        return real_put(path, data)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        return real_put(self, data, *parts)
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0",
                       silence_logs=logging.ERROR) as c, Client(c) as client:
-        monkeypatch.setattr(chunkfiles, "put_durably", full_disk_put)
+        monkeypatch.setattr(Location, "write_atomic", full_disk_put)
         with pytest.raises(TileError, match="No space left on device") as err:
             run_job(load_job(job), out=str(out), placement=Placement(client=client))
         record("enospc_simulated", message=str(err.value), tiles_done=store_info(out)["tiles_done"])
         assert writes["n"] > 100
         assert store_info(out)["complete"] is False
         assert zarr.open_group(str(out), mode="r").attrs["complete"] is False
-        monkeypatch.setattr(chunkfiles, "put_durably", real_put)
+        monkeypatch.setattr(Location, "write_atomic", real_put)
         res = run_job(load_job(job), out=str(out), placement=Placement(client=client))
     assert res.complete and res.tiles_already_done + res.tiles_computed == res.tiles_total
     assert np.array_equal(open_gram(out)[0], undisturbed)

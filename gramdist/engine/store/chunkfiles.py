@@ -5,8 +5,9 @@ hands the write to its event-loop thread, which copies the block into a chunk bu
 each codec and the file write in further threads; beside a second tile thread (in process) the
 hand-offs and the GIL made a 1028² float64 chunk of NCI1 cost 10–40 ms. The same encoding done
 here, the bytes from NumPy and the compression by numcodecs' Blosc (the library Zarr's own
-``BloscCodec`` calls, which releases the GIL), takes about 6 ms, and the file is ``fsync``-ed
-before it is renamed into place, so no separate sync is needed.
+``BloscCodec`` calls, which releases the GIL), takes about 6 ms, and the file is written by the
+store's :meth:`~.location.Location.write_atomic` (fsynced before it is renamed into place), so
+no separate sync is needed.
 
 The bytes are exactly those Zarr writes: :func:`chunk_encoding` accepts only the layouts
 gramdist's stores use (a regular grid, the ``bytes`` codec, at most one ``blosc`` codec), which
@@ -16,15 +17,13 @@ padded edge chunks. Any other array, and every array in an object store, is writ
 
 from __future__ import annotations
 
-import os
-import uuid
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gramdist.engine.store.location import Location
 from gramdist.lazy import lazy_import
 
 #: Zarr's names of Blosc's shuffle modes, as numcodecs numbers them
@@ -81,17 +80,17 @@ def _blosc(cname: str, clevel: int, shuffle: int, blocksize: int, typesize: int)
                                           typesize=typesize)
 
 
-def write_chunk(arr: Any, folder: Any, coords: tuple[int, ...], region: tuple[tuple[int, int], ...],
+def write_chunk(arr: Any, location: Location, coords: tuple[int, ...], region: tuple[tuple[int, int], ...],
                 values: np.ndarray) -> bool:
-    """Write ``values`` as chunk ``coords`` of ``arr`` (a local array in ``folder``, a ``Path``)
+    """Write ``values`` as chunk ``coords`` of ``arr`` (an array of the store at ``location``)
     if ``region`` (its ``(start, stop)`` per axis) is that whole chunk; durable on return.
     False, with nothing written, where Zarr must write it (see the module docstring)."""
-    if not isinstance(folder, os.PathLike):
+    if location.remote:
         return False  # an object store: Zarr's PUT
     enc = chunk_encoding(arr)
     if enc is None or not _is_whole_chunk(enc.shape, tuple(arr.shape), coords, region):
         return False
-    put_durably(Path(folder) / arr.metadata.encode_chunk_key(coords), enc.encode(values))
+    location.write_atomic(enc.encode(values), arr.path, arr.metadata.encode_chunk_key(coords))
     return True
 
 
@@ -101,21 +100,4 @@ def _is_whole_chunk(chunk: tuple[int, ...], shape: tuple[int, ...], coords: tupl
                for (start, stop), c, n, size in zip(region, coords, chunk, shape, strict=True))
 
 
-def put_durably(path: Path, data: bytes | memoryview) -> None:
-    """Write ``data`` to a temporary file beside ``path``, ``fsync`` it and rename it into place:
-    a reader sees the old file or the new one, never part of one (Zarr's LocalStore names its
-    temporary files the same way, ``<name>.<hex>.partial``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-__all__ = ["ChunkEncoding", "chunk_encoding", "put_durably", "write_chunk"]
+__all__ = ["ChunkEncoding", "chunk_encoding", "write_chunk"]

@@ -302,18 +302,17 @@ class TileTarget:
         if self.lease is not None:
             self.lease.check()
         rows, cols = grid.row_range(tile[0]), grid.col_range(tile[1])
-        gram = self.array()
-        folder = folder_of(gram)
+        gram, location = self.array(), Location(self.path)
         pieces = [(tile, (rows, cols), block)]
         if grid.symmetric and tile[0] != tile[1]:
             pieces.append((tile[::-1], (cols, rows), block.T))
         by_zarr = []
         for chunk, region, values in pieces:
-            if not chunkfiles.write_chunk(gram, folder, chunk, region, values):
+            if not chunkfiles.write_chunk(gram, location, chunk, region, values):
                 (r0, r1), (c0, c1) = region
                 gram[r0:r1, c0:c1] = values
                 by_zarr.append(chunk)
-        sync_files(folder, [gram.metadata.encode_chunk_key(c) for c in by_zarr])
+        sync_files(folder_of(gram), [gram.metadata.encode_chunk_key(c) for c in by_zarr])
         return tile_checksum(block, self.checksum_format)
 
 
