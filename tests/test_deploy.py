@@ -105,7 +105,8 @@ def chunks_written(store: Path) -> int:
     n = 0
     for row in os.scandir(base):
         if row.is_dir():
-            n += sum(1 for f in os.scandir(row.path) if not f.name.endswith(".partial"))
+            # not the temporary files of a write under way (Zarr's *.partial, write_atomic's .name.*)
+            n += sum(1 for f in os.scandir(row.path) if not f.name.endswith(".partial") and not f.name.startswith("."))
     return n
 
 

@@ -160,10 +160,11 @@ def test_two_writers_started_together_exactly_one_writes(tmp_path):
 
 
 def store_files(store) -> dict:
-    """Each file of a store: its mtime and bytes. Zarr's ``<chunk>.<id>.partial`` files are left
-    out: a write stopped half way (SIGSTOP) holds one until it continues and renames it."""
+    """Each file of a store: its mtime and bytes. Temporary files (Zarr's ``<chunk>.<id>.partial``,
+    the store's dot-named ones of ``Location.write_atomic``, which writes the Gram's chunks) are
+    left out: a write stopped half way (SIGSTOP) holds one until it continues and renames it."""
     return {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in store.rglob("*")
-            if p.is_file() and not p.name.endswith(".partial")}
+            if p.is_file() and not p.name.endswith(".partial") and not p.name.startswith(".")}
 
 
 def test_a_writer_stopped_past_its_lease_writes_nothing_more(tmp_path):
