@@ -1,7 +1,7 @@
 """Graphlet kernel: gramdist end to end against GraKeL and the TUDataset C++ baseline.
 
     python benchmarks/bench_graphlets.py [--datasets NCI1 DD] [--variants connected5 labelled3]
-                                         [--grakel-timeout 1800] [--tudataset PATH]
+                                         [--grakel-timeout 1800] [--tudataset PATH] [--repeats 1]
 
 Variants (each on every dataset, each tool in a fresh process):
 
@@ -23,7 +23,10 @@ gramdist: ``gramdist run`` (interpreter, LocalCluster, Zarr writes included) —
 memory of the process tree, and the kernel phase (fit + embed + tiles from its JSON timings).
 GraKeL: its kernel phase (``fit_transform`` on graphs already converted) timed inside its
 process, the whole process under ``timeout --grakel-timeout`` (a timeout is reported as such).
-Results: ``benchmarks/results/graphlets.json`` and Markdown tables on stdout. Timings taken on a
+``--repeats N``: gramdist and the C++ baseline are run N times each, in turn (gramdist, C++,
+gramdist, ...), and the table gives the median of each and the ratio of the medians (every run
+is in the JSON); GraKeL runs once. Results: ``benchmarks/results/graphlets.json`` and Markdown
+tables on stdout. Timings taken on a
 shared machine are indicative only; the lead's figures come from a quiet one.
 
 ``bench_randomwalk.py`` and ``bench_csm.py`` reuse the helpers of this file.
@@ -41,7 +44,16 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, gramdist_cmd, kernel_seconds, last_json_line, run_measured, save, this_command  # noqa: E402
+from common import (  # noqa: E402
+    ROOT,
+    gramdist_cmd,
+    kernel_seconds,
+    last_json_line,
+    median_of_runs,
+    run_measured,
+    save,
+    this_command,
+)
 
 #: GraKeL's graphs from a dataset: node labels, edge labels when ``edge_labels`` (else none)
 GRAKEL_PRELUDE = r"""
@@ -180,14 +192,23 @@ VARIANTS = {
 }
 
 
-def bench(dataset: str, variant: str, workdir: Path, grakel_timeout: float, tudataset: str | None) -> dict:
+def bench(dataset: str, variant: str, workdir: Path, grakel_timeout: float, tudataset: str | None,
+          repeats: int = 1) -> dict:
     store = workdir / f"{dataset}-{variant}.zarr"
     row = {"dataset": dataset, "variant": variant, "sets": VARIANTS[variant]}
     own = ROOT / "jobs" / f"{dataset.lower()}-graphlet.yaml"  # the dataset's job: its tile size
     job, sets = (str(own), []) if own.is_file() else ("jobs/mutag-graphlet.yaml", [f"dataset.name={dataset}"])
-    row["gramdist"] = run_gramdist(job, [*sets, "gram.normalize=true", *VARIANTS[variant]], store)
-    if "error" in row["gramdist"]:
-        raise SystemExit(row["gramdist"]["error"])
+    cpp = variant == "labelled3" and tudataset
+    ours_runs, cpp_runs = [], []
+    cpp_npy = workdir / f"{dataset}-cpp.npy"
+    work = str(Path(tudataset).resolve().parent) if cpp else ""  # the HOWTO's layout: lib/ beside datasets/
+    for _ in range(repeats):  # in turn, so that a drift of the machine's speed hits both
+        ours_runs.append(run_gramdist(job, [*sets, "gram.normalize=true", *VARIANTS[variant]], store))
+        if "error" in ours_runs[-1]:
+            raise SystemExit(ours_runs[-1]["error"])
+        if cpp:
+            cpp_runs.append(run_external(CPP_GRAPHLET, [tudataset, work, dataset, str(cpp_npy)], grakel_timeout))
+    row["gramdist"] = median_of_runs(ours_runs)
     ours = open_store(store)
     if variant == "connected5":
         npy = workdir / f"{dataset}-grakel.npy"
@@ -195,14 +216,10 @@ def bench(dataset: str, variant: str, workdir: Path, grakel_timeout: float, tuda
         if npy.exists():
             row["grakel"].update(differences(ours, np.load(npy)))
             row["grakel"]["note"] = f"{row['grakel']['non_finite_in_reference']} non-finite entries"
-    if variant == "labelled3" and tudataset:
-        npy = workdir / f"{dataset}-cpp.npy"
-        lib = tudataset
-        work = str(Path(lib).resolve().parent)  # the HOWTO's layout: lib/ beside datasets/
-        row["tudataset"] = run_external(CPP_GRAPHLET, [lib, work, dataset, str(npy)], grakel_timeout)
-        if npy.exists():
-            cpp = normalised(np.load(npy))
-            row["tudataset"].update(differences(ours, cpp))
+    if cpp:
+        row["tudataset"] = median_of_runs(cpp_runs)
+        if cpp_npy.exists():
+            row["tudataset"].update(differences(ours, normalised(np.load(cpp_npy))))
             row["tudataset"]["note"] = "C++ merges triangles and wedges with one label sequence"
     return row
 
@@ -214,12 +231,14 @@ def main() -> None:
     ap.add_argument("--grakel-timeout", type=float, default=1800.0)
     ap.add_argument("--tudataset", default=os.environ.get("GRAMDIST_TUDATASET_BASELINES"),
                     help="folder of the kernel_baselines module (default $GRAMDIST_TUDATASET_BASELINES)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs of gramdist and of the C++ baseline, in turn; the table gives medians")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for ds in args.datasets:
             for v in args.variants:
-                rows.append(bench(ds, v, Path(tmp), args.grakel_timeout, args.tudataset))
+                rows.append(bench(ds, v, Path(tmp), args.grakel_timeout, args.tudataset, args.repeats))
                 print(f"{ds} {v}: done", file=sys.stderr)
     saved = save("graphlets", {"command": this_command(), "results": rows})
     print_rows(rows)

@@ -29,7 +29,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import gramdist_cmd, kernel_seconds, last_json_line, run_measured, save, this_command  # noqa: E402
+from common import (  # noqa: E402
+    gramdist_cmd,
+    kernel_seconds,
+    last_json_line,
+    median_of_runs,
+    run_measured,
+    save,
+    this_command,
+)
 
 GRAKEL_SCRIPT = r"""
 import json, sys, time
@@ -84,13 +92,7 @@ def median_run(runs: list[dict]) -> dict:
     """One row from repeated runs: each tool's median times and largest peak memory."""
     out = dict(runs[-1])
     for tool in ("gramdist", "grakel"):
-        x = dict(runs[-1][tool])
-        for key in ("end_to_end_s", "kernel_s"):
-            x[key] = float(np.median([r[tool][key] for r in runs]))
-            x[key + "_runs"] = [round(r[tool][key], 3) for r in runs]
-        for key in ("peak_total_mb", "peak_process_mb"):
-            x[key] = max(r[tool][key] for r in runs)
-        out[tool] = x
+        out[tool] = median_of_runs([r[tool] for r in runs])
     out["kernel_speedup"] = out["grakel"]["kernel_s"] / out["gramdist"]["kernel_s"]
     out["end_to_end_speedup"] = out["grakel"]["end_to_end_s"] / out["gramdist"]["end_to_end_s"]
     out["max_abs_difference"] = max(r["max_abs_difference"] for r in runs)

@@ -125,6 +125,20 @@ def last_json_line(text: str) -> dict:
     raise ValueError(f"no JSON line in output:\n{text[-2000:]}")
 
 
+def median_of_runs(runs: list[dict]) -> dict:
+    """One tool's figures from repeated runs: the median of each time (each ``*_s`` number; every
+    run's kept in ``<key>_runs``), the largest peak memory, the rest from the last run."""
+    out = dict(runs[-1])
+    for key in [k for k, v in runs[-1].items() if k.endswith("_s") and isinstance(v, float)]:
+        if len(runs) > 1 and all(isinstance(r.get(key), float) for r in runs):
+            out[key] = float(np.median([r[key] for r in runs]))
+            out[key + "_runs"] = [round(r[key], 3) for r in runs]
+    for key in ("peak_total_mb", "peak_process_mb"):
+        if all(key in r for r in runs):
+            out[key] = max(r[key] for r in runs)
+    return out
+
+
 def kernel_seconds(timings: dict) -> float:
     """A ``gramdist run``'s kernel phase from its JSON timings: fit + embed + tiles, or, where a
     kernel embeds during its fit (``embeds_without_state``: the phases overlap), the run's wall

@@ -4,12 +4,18 @@ For heavy dependencies of code paths a run may not take: a Gram computed in this
 never opens a Zarr store nor starts Dask, and a cold ``python -c`` that fits a small Gram
 should not pay their imports (0.2-0.4 s each here). Uses the standard library's
 ``importlib.util.LazyLoader``; a module already imported is returned as it is.
+
+``deferred_import`` does the same for a module that :func:`prefetch` may be importing in
+another thread at the time (Zarr, during ``gramdist run``'s read of the dataset): it goes
+through Python's import machinery, whose per-module lock makes the second thread wait.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
+import threading
 from types import ModuleType
 
 
@@ -26,6 +32,52 @@ def lazy_import(name: str) -> ModuleType:
     sys.modules[name] = module
     loader.exec_module(module)
     return module
+
+
+class DeferredModule(ModuleType):
+    """A module imported at its first attribute access, through ``importlib.import_module``.
+
+    Unlike :func:`lazy_import` it puts nothing in ``sys.modules`` before the import, so Python's
+    own per-module import lock orders threads: a thread that touches it while another thread
+    imports the module (:func:`prefetch`) waits for that import to finish. (Python 3.11's
+    ``LazyLoader`` has no lock: a second thread could read a half-executed module.)
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.__deferred = None
+
+    def __getattr__(self, attr: str) -> object:
+        module = self.__deferred
+        if module is None:
+            module = self.__deferred = importlib.import_module(self.__name__)
+        return getattr(module, attr)
+
+
+def deferred_import(name: str) -> ModuleType:
+    """``name`` if imported already, else a :class:`DeferredModule` of it (checked to exist)."""
+    module = sys.modules.get(name)
+    if module is not None and not getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return module
+    if importlib.util.find_spec(name) is None:
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+    return DeferredModule(name)
+
+
+def prefetch(name: str) -> None:
+    """Import ``name`` in a background thread: a command that will need a heavy module later
+    (Zarr: 0.1 s here) imports it while its main thread reads the dataset in NumPy, which
+    releases the GIL for most of it. Import errors are left for the main thread's own import."""
+    if name in sys.modules:
+        return
+
+    def load() -> None:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the main thread's import reports it
+            pass
+
+    threading.Thread(target=load, name=f"gramdist-prefetch-{name}", daemon=True).start()
 
 
 #: NumPy submodules that SciPy's array-API layer imports (it clones NumPy's namespace with

@@ -221,6 +221,54 @@ def test_labelled_3_graphlets_match_the_tudataset_definition(use_edge_labels):
     assert np.array_equal(got, gram_of(tudataset_labelled_3(graphs, use_edge_labels)))
 
 
+@pytest.mark.parametrize("n_labels, max_nodes", [(1, 9), (3, 9), (40, 30)])
+def test_labelled_3_counted_before_keyed_equals_keying_every_set(n_labels, max_nodes):
+    """The closed-form path for k = 3 without edge labels (``labelled3.py``) gives the bits of
+    :func:`labelled_forms` over every set: keys, counts and row order, frequencies too; with
+    graphs without nodes, without edges, and labels that are negative or far apart."""
+    graphs = random_graphs(60, seed=n_labels, max_nodes=max_nodes, n_labels=n_labels, density=2.5)
+    labels = np.asarray(graphs.node_labels) * 7919 - 3  # ranks, not values, are packed
+    graphs = GraphBatch.from_graphs([g.edges for g in graphs] + [np.zeros((0, 2), np.int64)],
+                                    [*graphs.nodes_per_graph.tolist(), 0],
+                                    node_labels=[*np.split(labels, np.cumsum(graphs.nodes_per_graph)[:-1]),
+                                                 np.zeros(0, np.int64)])
+    for values in ("count", "frequency"):
+        kern = GraphletKernel(k=3, graphlets="connected", use_labels=True, values=values)
+        fast = kern.features(graphs)
+        slow = kern._labelled_forms(graphs, graphs.node_labels, None)
+        if values == "frequency":
+            totals = np.bincount(slow.row_index, slow.values, minlength=len(graphs))
+            slow = type(slow)(slow.indptr, slow.keys, slow.values / totals[slow.row_index])
+        for name in ("indptr", "keys", "values"):
+            assert np.array_equal(getattr(fast, name), getattr(slow, name)), (values, name)
+
+
+def test_labelled_3_too_many_labels_to_pack_falls_back():
+    """Labels of more than 21 bits' worth of ranks do not fit a packed set: the closed form says
+    so (None) and the kernel keys every set instead, with the same counts as brute force."""
+    from gramdist.kernels.graphlets.labelled3 import labelled_three_node_features
+
+    n = (1 << 21) + 1
+    edges = np.array([[0, 1], [1, 2], [0, 2], [2, 3]])
+    big = GraphBatch.from_graphs([edges], [n], node_labels=[np.arange(n)])
+    assert labelled_three_node_features(big, big.node_labels, np.uint64(1)) is None
+    kern = GraphletKernel(k=3, graphlets="connected", use_labels=True, values="count")
+    small = GraphBatch.from_graphs([edges], [4], node_labels=[np.arange(4)])
+    assert sorted(kern.features(big).values.tolist()) == sorted(kern.features(small).values.tolist()) == [1.0] * 3
+
+
+def test_exact_three_node_graphlets_run_in_process_on_dd_sizes():
+    """Exact k = 3 is a linear pass (it weighs half a node per node for ``in_process: auto``); 4
+    and 5 nodes and sampling keep the weight of 1 that sends D&D to worker processes."""
+    from gramdist.engine.placement import IN_PROCESS_MAX_NODES, Placement
+
+    dd_nodes = 334_925
+    weights = {(k, m): GraphletKernel(k=k, method=m, graphlets="all").placement_nodes(dd_nodes)
+               for k in (3, 5) for m in ("exact", "sampling")}
+    assert weights[3, "exact"] <= IN_PROCESS_MAX_NODES < min(weights[5, "exact"], weights[3, "sampling"])
+    assert Placement().runs_here(1178 * 1179 // 2, weights[3, "exact"])
+
+
 @pytest.mark.parametrize("k", [4, 5])
 def test_labelled_graphlets_match_networkx_isomorphism_classes(k):
     import networkx as nx

@@ -71,3 +71,33 @@ def test_importing_gramdist_leaves_numpy_as_it_is():
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "module GraphBatch"
+
+
+def test_a_prefetched_module_is_waited_for_not_read_half_imported(tmp_path):
+    """``prefetch`` imports a module in a background thread; a :func:`deferred_import` of it
+    touched meanwhile from the main thread waits for that import (Python's module lock) rather
+    than reading a half-executed module, and the module runs once. A deferred module is not
+    imported before its first attribute, and a missing one fails at once."""
+    (tmp_path / "slowmod.py").write_text(
+        "import time\nfrom pathlib import Path\n"
+        f"with open({str(tmp_path / 'runs')!r}, 'a') as f:\n    f.write('x')\n"
+        "time.sleep(0.5)\nVALUE = 42\n")
+    (tmp_path / "idlemod.py").write_text("VALUE = 7\n")
+    r = _python(f"""
+        import sys, time
+        sys.path.insert(0, {str(tmp_path)!r})
+        from gramdist.lazy import deferred_import, prefetch
+        idle = deferred_import("idlemod")
+        before = "idlemod" in sys.modules
+        prefetch("slowmod")
+        time.sleep(0.1)  # the background import is under way, sleeping
+        slow = deferred_import("slowmod")
+        try:
+            deferred_import("no_such_module_here")
+        except ModuleNotFoundError:
+            missing = "raised"
+        print(before, slow.VALUE, idle.VALUE, "idlemod" in sys.modules, missing)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False 42 7 True raised"
+    assert (tmp_path / "runs").read_text() == "x"

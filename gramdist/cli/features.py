@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from gramdist.cli.common import add_job_run_arguments, job_placement, run_context
+from gramdist.lazy import prefetch
 
 
 def register(sub: Any) -> None:
@@ -36,6 +37,7 @@ def cmd_features(args: argparse.Namespace) -> int:
     from gramdist.jobs import load_job
 
     job = load_job(args.job, args.overrides)
+    prefetch("zarr")  # while the dataset is read, as `gramdist run` does
     nystroem = None
     if args.nystroem is not None:
         cutoff = DEFAULT_EIG_CUTOFF if args.eig_cutoff is None else args.eig_cutoff

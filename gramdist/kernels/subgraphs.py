@@ -238,10 +238,11 @@ class Adjacency:
         e = graphs.global_edges
         e = e[e[:, 0] != e[:, 1]]
         n = graphs.n_nodes
-        src = np.concatenate([e[:, 0], e[:, 1]])
-        dst = np.concatenate([e[:, 1], e[:, 0]])
-        order = np.lexsort((dst, src))
-        src, dst = src[order], dst[order]
+        # arcs sorted by (src, dst) as one int64 key: NumPy's vectorised sort, not a lexsort
+        # (D&D's 1.7 million arcs: 0.08 -> 0.02 s)
+        u, v = e[:, 0].astype(np.int64), e[:, 1].astype(np.int64)
+        arcs = np.sort(np.concatenate([u * n + v, v * n + u]))
+        src, dst = np.divmod(arcs, max(n, 1))
         self.indptr = group_offsets(src, n)
         self.nbrs = dst.astype(np.int64)
         self.node_graph = graphs.node_graph
@@ -264,7 +265,7 @@ class Adjacency:
                 if len(src):
                     self.bits[self._bit_index(src, dst)] = True
         else:
-            self.keys = src * n + dst  # sorted (lexsort by src then dst)
+            self.keys = arcs  # src * n + dst, sorted
             self.n = n
 
     def _bit_index(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -390,6 +391,20 @@ def three_node_sets(graphs: GraphBatch, adj: Adjacency | None = None) -> Iterato
     when they are, kept once, from its smallest node. Rows are in that order, so their patterns
     are the canonical ones. Yields ``(3, sets, patterns)`` slices like :func:`connected_sets`.
     """
+    for c, a, b, closed in neighbour_pairs(graphs, adj):
+        keep = ~closed | (c < a)
+        rows = np.stack([c[keep], a[keep], b[keep]], axis=1)
+        pats = np.where(closed[keep], 7, 3).astype(np.int64)
+        if len(rows):
+            yield 3, rows, pats
+
+
+def neighbour_pairs(graphs: GraphBatch,
+                    adj: Adjacency | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Every pair of neighbours ``a < b`` of every centre ``c``, in slices of about
+    :data:`ROWS_PER_STEP` pairs: ``(c, a, b, closed)``, (m,) int64 global node ids and (m,) bool
+    ``a ~ b``. Centres come in increasing order, so a triangle appears three times (once per
+    centre) and a wedge once."""
     adj = adj or Adjacency(graphs)
     deg = adj.degrees()
     pairs = deg * (deg - 1) // 2
@@ -403,12 +418,8 @@ def three_node_sets(graphs: GraphBatch, adj: Adjacency | None = None) -> Iterato
         first = np.repeat(arcs, later)
         second = ranges(arcs + 1, later)
         a, b, c = adj.nbrs[first], adj.nbrs[second], np.repeat(centre, later)
-        closed = adj.test(a, b, adj.context(c))
-        keep = ~closed | (c < a)
-        rows = np.stack([c[keep], a[keep], b[keep]], axis=1)
-        pats = np.where(closed[keep], 7, 3).astype(np.int64)
-        if len(rows):
-            yield 3, rows, pats
+        if len(c):
+            yield c, a, b, adj.test(a, b, adj.context(c))
 
 
 def _slices(work: np.ndarray, budget: int) -> list[tuple[int, int]]:
@@ -652,5 +663,5 @@ def _paths3(sets: np.ndarray, patterns: np.ndarray, node_labels: np.ndarray, edg
 
 
 __all__ = ["MAX_NODES", "PatternTables", "tables", "pair_index", "n_pairs", "adjacency_of", "Adjacency",
-           "connected_sets", "three_node_sets", "sample_subsets", "subset_patterns", "graph_hashes",
+           "connected_sets", "three_node_sets", "neighbour_pairs", "sample_subsets", "subset_patterns", "graph_hashes",
            "BITMAP_LIMIT_BITS", "BYTEMAP_LIMIT", "ROWS_PER_STEP", "EdgeLabels", "labelled_forms"]

@@ -29,10 +29,10 @@ from gramdist.engine.store.layout import (
 from gramdist.engine.store.location import Location
 from gramdist.errors import StoreError
 from gramdist.kernels.base import KernelState, as_jsonable
-from gramdist.lazy import lazy_import
+from gramdist.lazy import deferred_import, lazy_import
 
 # imported on first use (with its codecs): a Gram computed in memory never touches a store
-zarr = lazy_import("zarr")
+zarr = deferred_import("zarr")
 
 
 def as_location(where: str | Any) -> Location:
