@@ -320,6 +320,51 @@ def test_parse_numeric_floats_roundtrip(rows):
     np.testing.assert_array_equal(got, np.array(rows, dtype=np.float64))
 
 
+def _parsed_or_error(data: bytes, kind: str, ncols: int | None, piece_bytes: int) -> object:
+    """parse_numeric's array or its error message, large files cut into pieces of
+    ``piece_bytes`` (three threads)."""
+    from gramdist.datasets import tu
+
+    saved = tu.PIECE_BYTES, tu._cores
+    tu.PIECE_BYTES, tu._cores = piece_bytes, lambda: 3
+    try:
+        return parse_numeric(data, "f.txt", kind, ncols).tolist()
+    except DatasetError as exc:
+        return str(exc)
+    finally:
+        tu.PIECE_BYTES, tu._cores = saved
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=st.lists(st.lists(st.integers(-999, 99999), min_size=1, max_size=3), min_size=1, max_size=30),
+    noise=st.lists(st.tuples(st.integers(0, 400), st.sampled_from(list(b"0,\n x;.\r"))), max_size=3),
+    ncols=st.sampled_from([None, 1, 2, 3]),
+)
+def test_parse_in_pieces_equals_one_piece(lines, noise, ncols):
+    """A file parsed in pieces of whole lines, one thread each, gives what one piece gives: the
+    same values, or the same error naming the same line (whatever piece holds it)."""
+    data = bytearray("\n".join(", ".join(map(str, r)) for r in lines).encode())
+    for at, byte in noise:
+        data[at % len(data)] = byte
+    data = bytes(data)
+    whole = _parsed_or_error(data, "int", ncols, 1 << 40)
+    assert _parsed_or_error(data, "int", ncols, 8) == whole
+
+
+@settings(max_examples=100, deadline=None)
+@given(keys=st.lists(st.integers(0, 40), max_size=60), big=st.booleans())
+def test_first_of_each_is_numpys_unique_return_index(keys, big):
+    """Edges deduplicated through one unstable sort of (key, line) keep what np.unique keeps:
+    the first line of each edge, edges in key order; a bound too large for the packed key
+    takes np.unique itself."""
+    from gramdist.datasets.tu import _first_of_each
+
+    k = np.asarray(keys, dtype=np.int64)
+    bound = 2**62 if big else 41
+    assert _first_of_each(k, bound).tolist() == np.unique(k, return_index=True)[1].tolist()
+
+
 # --------------------------------------------------------------------------- fuzzing
 FUZZ_EXAMPLES = int(os.environ.get("GRAMDIST_FUZZ_EXAMPLES", "300"))
 _ALPHABET = list(b"0123456789,,,\n\n -+.eE\tx;\r") + [0xFF, 0xC3, 0x00]

@@ -221,6 +221,34 @@ def test_labelled_3_graphlets_match_the_tudataset_definition(use_edge_labels):
     assert np.array_equal(got, gram_of(tudataset_labelled_3(graphs, use_edge_labels)))
 
 
+@pytest.mark.parametrize("mode", ["bytes", "bits", "search"])
+def test_adjacency_tests_in_every_layout_match_the_edge_lists(mode, monkeypatch):
+    """:class:`Adjacency` answers ``u ~ v`` from a byte per pair, a bit per pair, or a binary
+    search over sorted arc keys (by the batch's size): each agrees with the graphs' own edges on
+    every pair of every graph, self-loops dropped, multi-edges once, and its CSR lists each
+    node's neighbours in increasing order."""
+    import gramdist.kernels.subgraphs as subgraphs
+
+    limits = {"bytes": (1 << 32, 1 << 24), "bits": (1 << 32, 0), "search": (0, 0)}[mode]
+    monkeypatch.setattr(subgraphs, "BITMAP_LIMIT_BITS", limits[0])
+    monkeypatch.setattr(subgraphs, "BYTEMAP_LIMIT", limits[1])
+    graphs = random_graphs(30, seed=5, max_nodes=11, density=2.5)  # has self-loops and repeats
+    adj = subgraphs.Adjacency(graphs)
+    assert (adj.use_bitmap, adj.use_bitmap and adj.packed) == {"bytes": (True, False), "bits": (True, True),
+                                                               "search": (False, False)}[mode]
+    base = 0
+    for g in graphs:
+        want = _adjacency(g)
+        np.fill_diagonal(want, False)
+        u, v = (x.ravel() + base for x in np.meshgrid(np.arange(g.n_nodes), np.arange(g.n_nodes), indexing="ij"))
+        assert np.array_equal(adj.test(u, v).reshape(want.shape), want)
+        assert np.array_equal(adj.test(u, v, adj.context(u)).reshape(want.shape), want)
+        for x in range(g.n_nodes):
+            nbrs = adj.nbrs[adj.indptr[base + x]:adj.indptr[base + x + 1]] - base
+            assert nbrs.tolist() == np.flatnonzero(want[x]).tolist()
+        base += g.n_nodes
+
+
 @pytest.mark.parametrize("n_labels, max_nodes", [(1, 9), (3, 9), (40, 30)])
 def test_labelled_3_counted_before_keyed_equals_keying_every_set(n_labels, max_nodes):
     """The closed-form path for k = 3 without edge labels (``labelled3.py``) gives the bits of

@@ -34,6 +34,7 @@ Conventions (all documented choices):
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -117,11 +118,50 @@ def parse_numeric(data: bytes, fname: str, kind: str = "int", ncols: int | None 
     dtype = np.int64 if kind == "int" else np.float64
     if not data:
         return np.zeros((0, ncols or 0), dtype=dtype)
-    values, ncols_found = _fast_parse(data, kind, ncols)
+    values, ncols_found = _parse_in_pieces(data, kind, ncols)
     if values is None:
         _locate_error(data, fname, kind, ncols)  # raises
         raise DatasetError(f"{fname}: malformed numeric text")  # pragma: no cover - safety net
     return values.reshape(-1, ncols_found)
+
+
+def _parse_in_pieces(data: bytes, kind: str, ncols: int | None) -> tuple[np.ndarray | None, int]:
+    """:func:`_fast_parse` of a large file in pieces of whole lines, one thread each: its NumPy
+    passes release the GIL (D&D's 24 MB edge list: 0.13 s in one piece, 0.07 s in two on two
+    cores). Every piece is held to the first piece's number of columns."""
+    n = min(_cores(), len(data) // PIECE_BYTES)
+    if n < 2:
+        return _fast_parse(data, kind, ncols)
+    cuts = [0]
+    for i in range(1, n):
+        nl = data.find(b"\n", max(cuts[-1], len(data) * i // n))
+        if nl < 0:
+            break
+        cuts.append(nl + 1)
+    if len(cuts) < 2:  # one line
+        return _fast_parse(data, kind, ncols)
+    pieces = [data[a:b - 1] for a, b in zip(cuts, cuts[1:])] + [data[cuts[-1]:]]
+    if ncols is None:  # the first line's, as _fast_parse would take it
+        ncols = data[:data.find(b"\n")].count(b",") + 1
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(pieces) - 1) as pool:
+        rest = pool.map(lambda piece: _fast_parse(piece, kind, ncols)[0], pieces[1:])
+        values = [_fast_parse(pieces[0], kind, ncols)[0], *rest]
+    if any(v is None for v in values):
+        return None, 0
+    return np.concatenate(values), ncols
+
+
+#: a file is parsed in pieces of about this many bytes or more, one thread each
+PIECE_BYTES = 4 << 20
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _fast_parse(data: bytes, kind: str, ncols: int | None) -> tuple[np.ndarray | None, int]:
@@ -300,7 +340,7 @@ def read_tu(folder: str | Path, name: str | None = None) -> GraphBatch:
     # One undirected edge per (lo, hi), first line wins. Node ids are contiguous per graph,
     # so sorting by the key lo * n + hi also groups the edges by graph.
     lo, hi = np.minimum(src, dst), np.maximum(src, dst)
-    _, first = np.unique(lo * n + hi, return_index=True)
+    first = _first_of_each(lo * n + hi, n * n)
     lo, hi = lo[first], hi[first]
     edge_graph = ind[lo] - 1
     shift = node_offsets[edge_graph]
@@ -316,6 +356,22 @@ def read_tu(folder: str | Path, name: str | None = None) -> GraphBatch:
         graph_ids=np.arange(1, n_graphs + 1, dtype=np.int64),
         name=name,
     )
+
+
+def _first_of_each(keys: np.ndarray, bound: int) -> np.ndarray:
+    """Indices of the first occurrence of each distinct value of ``keys`` (int64 in
+    ``[0, bound)``), in increasing order of the value: ``np.unique(keys, return_index=True)[1]``.
+
+    Where ``bound * len(keys)`` fits in an int64, the position rides in the low digits of one
+    key and NumPy's vectorised unstable sort does the work of ``np.unique``'s stable one (D&D's
+    1.7 million edge lines: 0.04 -> 0.01 s)."""
+    m = len(keys)
+    if m == 0 or bound * m >= 2**63:
+        return np.unique(keys, return_index=True)[1]
+    tagged = np.sort(keys * m + np.arange(m, dtype=np.int64))
+    value, index = np.divmod(tagged, m)
+    starts = np.concatenate([[True], value[1:] != value[:-1]])
+    return index[starts]
 
 
 def _graph_indicator(f: _Folder) -> np.ndarray:

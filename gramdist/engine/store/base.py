@@ -29,7 +29,7 @@ from gramdist.engine.store.layout import (
 from gramdist.engine.store.location import Location
 from gramdist.errors import StoreError
 from gramdist.kernels.base import KernelState, as_jsonable
-from gramdist.lazy import deferred_import, lazy_import
+from gramdist.lazy import deferred_import
 
 # imported on first use (with its codecs): a Gram computed in memory never touches a store
 zarr = deferred_import("zarr")
@@ -156,7 +156,7 @@ def blosc(level: int, typesize: int = 8) -> Any:
     on a normalised WL Gram); counts and ids compress well with it too."""
     if level <= 0:
         return None
-    return lazy_import("zarr.codecs").BloscCodec(cname="lz4", clevel=min(level, 9), shuffle="shuffle",
+    return deferred_import("zarr.codecs").BloscCodec(cname="lz4", clevel=min(level, 9), shuffle="shuffle",
                                                  typesize=typesize)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from gramdist.engine.store.location import Location
-from gramdist.lazy import lazy_import
+from gramdist.lazy import deferred_import
 
 #: Zarr's names of Blosc's shuffle modes, as numcodecs numbers them
 _SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
@@ -76,7 +76,7 @@ def _blosc_config(codec: Any) -> tuple[str, int, int, int, int]:
 
 @lru_cache(maxsize=8)
 def _blosc(cname: str, clevel: int, shuffle: int, blocksize: int, typesize: int) -> Any:
-    return lazy_import("numcodecs").Blosc(cname=cname, clevel=clevel, shuffle=shuffle, blocksize=blocksize,
+    return deferred_import("numcodecs").Blosc(cname=cname, clevel=clevel, shuffle=shuffle, blocksize=blocksize,
                                           typesize=typesize)
 
 
