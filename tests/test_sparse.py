@@ -147,3 +147,24 @@ def test_wlsp_streamed_features_equal_the_collected_ones_with_graphs_over_severa
     streamed = builder.result()
     assert _same(streamed, want)
     assert _same(WLShortestPathKernel(2).features(graphs), want)
+
+
+def test_to_csr_keeps_the_entries_of_the_given_columns():
+    """A CSR over given sorted columns (what a tile builds over its common keys) holds exactly the
+    entries whose key is a column, at that column, for columns that are none, some, all and more
+    than the rows' keys; the same again once the key positions are cached."""
+    rng = np.random.default_rng(8)
+    x = random_features(rng, 25, integer=False)
+    every = x._sorted_keys()
+    choices = [np.zeros(0, dtype=np.uint64), every[::3], every,
+               np.union1d(every, rng.integers(0, 2**63, size=50, dtype=np.uint64))]
+    for _ in range(2):
+        for cols in choices:
+            m = x.to_csr(cols).toarray()
+            want = np.zeros((len(x), len(cols)))
+            for i in range(len(x)):
+                for k, v in zip(*x.row(i)):
+                    at = np.searchsorted(cols, k)
+                    if at < len(cols) and cols[at] == k:
+                        want[i, at] = v
+            assert np.array_equal(m, want)

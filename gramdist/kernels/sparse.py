@@ -106,6 +106,16 @@ class SparseFeatures(DerivedCache):
             self._sort_keys()
         return self._cache["shared_keys"]
 
+    def _key_positions(self) -> np.ndarray:
+        """(nnz,) position of each stored key in :meth:`_sorted_keys` (cached: a tile maps the
+        sorted keys to its columns, a short search in order, and every entry follows by a
+        gather, not a binary search of its own; int32, 4 bytes per entry, where it fits)."""
+        if "key_positions" not in self._cache:
+            u = self._sorted_keys()
+            pos = np.searchsorted(u, self.keys)
+            self._cache["key_positions"] = pos.astype(np.int32) if len(u) < 2**31 else pos
+        return self._cache["key_positions"]
+
     def _sort_keys(self) -> None:
         s = np.sort(self.keys)
         if len(s) == 0:
@@ -451,29 +461,24 @@ def sq_norms(a: SparseFeatures) -> np.ndarray:
 
 
 def _as_csr(x: SparseFeatures, cols: np.ndarray) -> sp.csr_matrix:
-    """x as a CSR over the sorted unique keys ``cols`` (keys not in ``cols`` dropped)."""
-    keys = x.keys
-    if len(cols) * 8 < len(keys):
-        # few columns: pre-filter with a bitmap on the keys' top bits (a ~3% false-positive
-        # rate), so that the binary search only runs on candidate entries
-        bits = int(min(24, max(10, np.ceil(np.log2(len(cols) + 1)) + 5)))
-        shift = np.uint64(64 - bits)
-        table = np.zeros(1 << bits, dtype=bool)
-        table[(cols >> shift).view(np.int64)] = True  # < 2^24 after the shift: no copy needed
-        cand = np.flatnonzero(table[(keys >> shift).view(np.int64)])
-        sub = keys[cand]
-    else:
-        cand, sub = None, keys
-    pos = np.searchsorted(cols, sub)
+    """x as a CSR over the sorted unique keys ``cols`` (keys not in ``cols`` dropped).
+
+    The embedding's sorted distinct keys are looked up in ``cols`` (both sorted: the search
+    walks forward) and each entry takes its column through :meth:`SparseFeatures._key_positions`:
+    D&D's labelled 3-graphlet tiles 0.43 -> 0.29 s of CPU against a binary search per entry.
+    """
+    if len(cols) == 0:
+        return sp.csr_matrix((len(x), 0))
+    u = x._sorted_keys()
+    pos = np.searchsorted(cols, u)
     pos[pos == len(cols)] = 0
-    hit = cols[pos] == sub
-    entries = np.flatnonzero(hit) if cand is None else cand[hit]
-    if cand is None and len(entries) == len(keys):
-        indptr, idx, data = x.indptr, pos, x.values
+    column = np.where(cols[pos] == u, pos, -1)[x._key_positions()]
+    entries = np.flatnonzero(column >= 0)
+    if len(entries) == len(x.keys):
+        indptr, idx, data = x.indptr, column, x.values
     else:
-        rows = x.row_index[entries]
-        idx, data = pos[hit], x.values[entries]
-        indptr = group_offsets(rows, len(x))
+        idx, data = column[entries], x.values[entries]
+        indptr = group_offsets(x.row_index[entries], len(x))
     m = sp.csr_matrix((data, idx, indptr), shape=(len(x), len(cols)))
     m.has_sorted_indices = True  # keys sorted within a row and cols sorted => indices sorted
     return m
