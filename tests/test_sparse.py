@@ -149,15 +149,31 @@ def test_wlsp_streamed_features_equal_the_collected_ones_with_graphs_over_severa
     assert _same(WLShortestPathKernel(2).features(graphs), want)
 
 
-def test_to_csr_keeps_the_entries_of_the_given_columns():
+def _features_of(rng: np.random.Generator, n_graphs: int, pool: int, per_graph: int) -> SparseFeatures:
+    keys = rng.integers(0, 2**63, size=pool, dtype=np.uint64)
+    rows = [np.unique(rng.choice(keys, size=per_graph)) for _ in range(n_graphs)]
+    return SparseFeatures.from_pairs(np.repeat(np.arange(n_graphs), [len(r) for r in rows]), np.concatenate(rows),
+                                     rng.random(sum(len(r) for r in rows)), n_graphs)
+
+
+@pytest.mark.parametrize("shape", ["repeated keys", "private keys", "mixed"])
+def test_to_csr_keeps_the_entries_of_the_given_columns(shape, monkeypatch):
     """A CSR over given sorted columns (what a tile builds over its common keys) holds exactly the
     entries whose key is a column, at that column, for columns that are none, some, all and more
-    than the rows' keys; the same again once the key positions are cached."""
+    than the rows' keys, by each of the three ways to find the columns (keys repeated across
+    graphs: a gather through the cached key positions; mostly private keys and few columns: a
+    bitmap prefilter; else a search per entry); the same again once positions are cached."""
     rng = np.random.default_rng(8)
-    x = random_features(rng, 25, integer=False)
+    x = {"repeated keys": lambda: _features_of(rng, 60, 25, 12),
+         "private keys": lambda: _features_of(rng, 40, 10**6, 60),
+         "mixed": lambda: random_features(rng, 25, integer=False)}[shape]()
     every = x._sorted_keys()
-    choices = [np.zeros(0, dtype=np.uint64), every[::3], every,
+    few = every[::40]
+    choices = [np.zeros(0, dtype=np.uint64), few, every[::3], every,
                np.union1d(every, rng.integers(0, 2**63, size=50, dtype=np.uint64))]
+    prefiltered = []
+    original = sf._few_columns
+    monkeypatch.setattr(sf, "_few_columns", lambda *a: prefiltered.append(len(a[1])) or original(*a))
     for _ in range(2):
         for cols in choices:
             m = x.to_csr(cols).toarray()
@@ -168,3 +184,6 @@ def test_to_csr_keeps_the_entries_of_the_given_columns():
                     if at < len(cols) and cols[at] == k:
                         want[i, at] = v
             assert np.array_equal(m, want)
+    assert ("key_positions" in x._cache) == (shape == "repeated keys")
+    if shape != "mixed":
+        assert (len(few) in prefiltered) == (shape == "private keys")
