@@ -18,12 +18,34 @@ def unique_sorted(x: np.ndarray, runs: bool = False) -> np.ndarray:
     (six runs of 2.8 M uint64 in all: 0.03 s, against 0.19 s for NumPy's default sort).
     """
     x = np.sort(np.asarray(x).ravel(), kind="stable" if runs else None)
-    if len(x) == 0:
-        return x
+    return x[_run_starts(x)]
+
+
+def counted(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(values, counts)``: the sorted distinct values of a 1-D array and how often each occurs
+    (``np.unique(x, return_counts=True)`` by NumPy's vectorised sort)."""
+    x = np.sort(np.asarray(x).ravel())
+    starts = np.flatnonzero(_run_starts(x))
+    return x[starts], np.diff(np.append(starts, len(x)))
+
+
+def _run_starts(x: np.ndarray) -> np.ndarray:
+    """(len(x),) bool: where a run of equal values of the sorted ``x`` starts."""
     keep = np.empty(len(x), dtype=bool)
-    keep[0] = True
-    np.not_equal(x[1:], x[:-1], out=keep[1:])
-    return x[keep]
+    if len(x):
+        keep[0] = True
+        np.not_equal(x[1:], x[:-1], out=keep[1:])
+    return keep
+
+
+def find_sorted(haystack: np.ndarray, needles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(pos, found)``: the position of each needle in the sorted distinct ``haystack`` and
+    whether it is there (``pos`` is 0 where it is not)."""
+    pos = np.searchsorted(haystack, needles)
+    if len(haystack) == 0:
+        return pos, np.zeros(len(pos), dtype=bool)
+    pos[pos == len(haystack)] = 0
+    return pos, haystack[pos] == needles
 
 
 def stable_order(ids: np.ndarray, n_ids: int) -> np.ndarray:
@@ -141,9 +163,7 @@ def rows_to_csr(indptr: np.ndarray, keys: np.ndarray, values: np.ndarray, column
     import scipy.sparse as sp
 
     n = len(indptr) - 1
-    pos = np.searchsorted(columns, keys)
-    pos[pos == len(columns)] = 0
-    hit = columns[pos] == keys if len(columns) else np.zeros(len(keys), bool)
+    pos, hit = find_sorted(columns, keys)
     if not hit.all():
         rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))[hit]
         indptr = group_offsets(rows, n)

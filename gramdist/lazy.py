@@ -1,13 +1,13 @@
-"""Import a module on first use: ``zarr = lazy_import("zarr")`` costs nothing until ``zarr.x``.
+"""Import a module on first use: ``zarr = deferred_import("zarr")`` costs nothing until ``zarr.x``.
 
 For heavy dependencies of code paths a run may not take: a Gram computed in this process
 never opens a Zarr store nor starts Dask, and a cold ``python -c`` that fits a small Gram
-should not pay their imports (0.2-0.4 s each here). Uses the standard library's
-``importlib.util.LazyLoader``; a module already imported is returned as it is.
+should not pay their imports (0.2-0.4 s each here). The import goes through Python's own
+machinery at the first attribute, so it is safe beside :func:`prefetch` importing the same
+module in another thread (the per-module import lock makes the second thread wait).
 
-``deferred_import`` does the same for a module that :func:`prefetch` may be importing in
-another thread at the time (Zarr, during ``gramdist run``'s read of the dataset): it goes
-through Python's import machinery, whose per-module lock makes the second thread wait.
+:func:`defer_numpy_extras` is the one other case: modules a third party imports by name, which
+must be registered in ``sys.modules`` before it does (``importlib.util.LazyLoader``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import threading
 from types import ModuleType
 
 
-def lazy_import(name: str) -> ModuleType:
-    """``name`` as a module object that is executed on its first attribute access."""
+def _lazy_loader_module(name: str) -> ModuleType:
+    """``name`` registered in ``sys.modules`` as a module object executed on its first attribute
+    access (``LazyLoader``: no lock in Python 3.11, so only for modules that one thread imports)."""
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.find_spec(name)
@@ -37,7 +38,7 @@ def lazy_import(name: str) -> ModuleType:
 class DeferredModule(ModuleType):
     """A module imported at its first attribute access, through ``importlib.import_module``.
 
-    Unlike :func:`lazy_import` it puts nothing in ``sys.modules`` before the import, so Python's
+    Unlike :func:`_lazy_loader_module` it puts nothing in ``sys.modules`` before the import, so Python's
     own per-module import lock orders threads: a thread that touches it while another thread
     imports the module (:func:`prefetch`) waits for that import to finish. (Python 3.11's
     ``LazyLoader`` has no lock: a second thread could read a half-executed module.)
@@ -95,4 +96,4 @@ def defer_numpy_extras() -> None:
     for name in NUMPY_EXTRAS:
         if name not in sys.modules:
             # set on the package too: NumPy's own __getattr__ would import it for real
-            setattr(numpy, name.rpartition(".")[2], lazy_import(name))
+            setattr(numpy, name.rpartition(".")[2], _lazy_loader_module(name))

@@ -325,14 +325,14 @@ def _parsed_or_error(data: bytes, kind: str, ncols: int | None, piece_bytes: int
     ``piece_bytes`` (three threads)."""
     from gramdist.datasets import tu
 
-    saved = tu.PIECE_BYTES, tu._cores
-    tu.PIECE_BYTES, tu._cores = piece_bytes, lambda: 3
+    saved = tu.PIECE_BYTES, tu.available_cpus
+    tu.PIECE_BYTES, tu.available_cpus = piece_bytes, lambda: 3
     try:
         return parse_numeric(data, "f.txt", kind, ncols).tolist()
     except DatasetError as exc:
         return str(exc)
     finally:
-        tu.PIECE_BYTES, tu._cores = saved
+        tu.PIECE_BYTES, tu.available_cpus = saved
 
 
 @settings(max_examples=200, deadline=None)

@@ -34,7 +34,6 @@ Conventions (all documented choices):
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -43,6 +42,7 @@ import numpy as np
 from gramdist.arrayops import group_offsets
 from gramdist.errors import DatasetError
 from gramdist.graphs import GraphBatch
+from gramdist.machine import available_cpus
 
 __all__ = ["read_tu", "parse_numeric"]
 
@@ -129,7 +129,7 @@ def _parse_in_pieces(data: bytes, kind: str, ncols: int | None) -> tuple[np.ndar
     """:func:`_fast_parse` of a large file in pieces of whole lines, one thread each: its NumPy
     passes release the GIL (D&D's 24 MB edge list: 0.13 s in one piece, 0.07 s in two on two
     cores). Every piece is held to the first piece's number of columns."""
-    n = min(_cores(), len(data) // PIECE_BYTES)
+    n = min(available_cpus(), len(data) // PIECE_BYTES)
     if n < 2:
         return _fast_parse(data, kind, ncols)
     cuts = [0]
@@ -155,13 +155,6 @@ def _parse_in_pieces(data: bytes, kind: str, ncols: int | None) -> tuple[np.ndar
 
 #: a file is parsed in pieces of about this many bytes or more, one thread each
 PIECE_BYTES = 4 << 20
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _fast_parse(data: bytes, kind: str, ncols: int | None) -> tuple[np.ndarray | None, int]:

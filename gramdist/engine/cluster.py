@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from gramdist.errors import JobError
-from gramdist.lazy import lazy_import
+from gramdist.lazy import deferred_import
 
-dask = lazy_import("dask")  # on first use: in-process runs never start Dask
+dask = deferred_import("dask")  # on first use: in-process runs never start Dask
 
 
 def as_spec(spec: Any) -> Any:

@@ -46,6 +46,7 @@ from gramdist.engine.context import Log, silent
 from gramdist.engine.executor import DaskExecutor, Executor, InlineExecutor
 from gramdist.errors import JobError
 from gramdist.jobs import ClusterSpec
+from gramdist.machine import available_cpus
 
 #: work (kernel values) that runs in this process when nothing names a cluster: 5000 x 5000
 IN_PROCESS_MAX_ENTRIES = 5000 * 5000
@@ -135,10 +136,7 @@ def in_process_threads() -> int:
         if not value.isdigit() or int(value) < 1:
             raise JobError(f"GRAMDIST_THREADS must be a whole number >= 1, got {value!r}")
         return int(value)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return available_cpus()
 
 
 def _active_client() -> Any | None:

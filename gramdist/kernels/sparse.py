@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from gramdist.arrayops import group_offsets, ranges, stable_order, unique_sorted
+from gramdist.arrayops import find_sorted, group_offsets, ranges, stable_order, unique_sorted
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState
 
@@ -331,9 +331,7 @@ def dot(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
         ua, ub = a._sorted_keys(), b._sorted_keys()
         if len(ua) > len(ub):
             ua, ub = ub, ua
-        pos = np.searchsorted(ub, ua)  # the smaller, sorted, into the larger: a merge in practice
-        pos[pos == len(ub)] = 0
-        common = ua[ub[pos] == ua]
+        common = ua[find_sorted(ub, ua)[1]]  # the smaller, sorted, into the larger: a merge in practice
     if len(common):
         ma = _as_csr(a, common)
         mb = ma if a is b else _as_csr(b, common)
@@ -479,17 +477,15 @@ def _as_csr(x: SparseFeatures, cols: np.ndarray) -> sp.csr_matrix:
         return sp.csr_matrix((len(x), 0))
     u = x._sorted_keys()
     if len(u) * 4 <= len(x.keys):
-        pos = np.searchsorted(cols, u)
-        pos[pos == len(cols)] = 0
-        column = np.where(cols[pos] == u, pos, -1)[x._key_positions()]
+        pos, found = find_sorted(cols, u)
+        column = np.where(found, pos, -1)[x._key_positions()]
         entries = np.flatnonzero(column >= 0)
         column = column[entries]
     elif len(cols) * 8 < len(x.keys):
         entries, column = _few_columns(x.keys, cols)
     else:
-        pos = np.searchsorted(cols, x.keys)
-        pos[pos == len(cols)] = 0
-        entries = np.flatnonzero(cols[pos] == x.keys)
+        pos, found = find_sorted(cols, x.keys)
+        entries = np.flatnonzero(found)
         column = pos[entries]
     if len(entries) == len(x.keys):
         indptr, idx, data = x.indptr, column, x.values
@@ -510,10 +506,7 @@ def _few_columns(keys: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.nda
     table = np.zeros(1 << bits, dtype=bool)
     table[(cols >> shift).view(np.int64)] = True  # < 2^24 after the shift: no copy needed
     cand = np.flatnonzero(table[(keys >> shift).view(np.int64)])
-    sub = keys[cand]
-    pos = np.searchsorted(cols, sub)
-    pos[pos == len(cols)] = 0
-    hit = cols[pos] == sub
+    pos, hit = find_sorted(cols, keys[cand])
     return cand[hit], pos[hit]
 
 

@@ -31,10 +31,10 @@ from typing import Any
 
 from gramdist.engine.store.location import Location, Sidecar
 from gramdist.errors import StoreError
-from gramdist.lazy import lazy_import
+from gramdist.lazy import deferred_import
 from gramdist.urls import CREDENTIALS_HINT, STORAGE_OPTIONS
 
-fsspec = lazy_import("fsspec")
+fsspec = deferred_import("fsspec")
 
 #: the schemes whose conditional writes are wired (see the module's docstring)
 SCHEMES = ("s3",)

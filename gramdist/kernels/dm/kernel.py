@@ -40,7 +40,6 @@ Choices where the paper is silent (each tested in ``tests/test_dm.py``):
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -53,6 +52,7 @@ from gramdist.kernels.base import POOLED_NODE_WEIGHT, GraphKernel, KernelState, 
 from gramdist.kernels.dm import descriptors as desc
 from gramdist.kernels.dm.histograms import K_CAP, BinLayout, Histograms, match_tile, self_match
 from gramdist.kernels.dm.pyramid import Pyramid, descend, fit_pyramid
+from gramdist.machine import available_cpus
 
 _STATE_VERSION = 1
 
@@ -138,7 +138,7 @@ class DescriptorMatchingKernel(GraphKernel):
         n = graphs.n_nodes
         m = n if self.descriptor_sample is None else min(n, int(self.descriptor_sample))
         picked = np.sort(rng.choice(n, size=m, replace=False)) if m < n else np.arange(n)
-        threads = self.fit_threads or _available_cpus()
+        threads = self.fit_threads or available_cpus()
         # one BLAS thread per fitting thread (threadpoolctl's limit is process-wide); the SC
         # iterations go on in this thread while the pool fits the pyramids of earlier ones
         with threadpool_limits(1), ThreadPoolExecutor(max_workers=min(threads, int(self.h) + 1)) as pool:
@@ -188,14 +188,6 @@ class DescriptorMatchingKernel(GraphKernel):
     def self_similarity(self, a: Histograms, state: KernelState) -> np.ndarray:
         layout = _layout(Pyramid.from_arrays(state.arrays, "pyr."))
         return self_match(a, layout, int(state.attrs["k_cap"]))
-
-
-def _available_cpus() -> int:
-    """CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not on Linux
-        return os.cpu_count() or 1
 
 
 def _layout(pyr: Pyramid) -> BinLayout:

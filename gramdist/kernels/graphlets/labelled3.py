@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gramdist.arrayops import counted
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.hashing import combine
 from gramdist.kernels.sparse import SparseFeatures
@@ -56,14 +57,9 @@ def labelled_three_node_features(graphs: GraphBatch, node_labels: np.ndarray,
         codes.append((((node_graph[c] << bits | first) << bits | second) << bits | third) << 1 | closed)
     if not codes:
         return SparseFeatures.empty(len(graphs))
-    # NumPy's default sort of int64 is its vectorised one, 5x faster here than np.unique's;
-    # equal codes need no stable order (they are counted)
-    code = np.sort(np.concatenate(codes))
-    starts = np.flatnonzero(np.concatenate([[True], code[1:] != code[:-1]]))
-    total = np.diff(np.append(starts, len(code))).astype(np.float64)
-    code = code[starts]
+    code, total = counted(np.concatenate(codes))
     mask = (1 << bits) - 1
     third, second, first = ((code >> (1 + i * bits)) & mask for i in range(3))
     pattern = np.where(code & 1, _TRIANGLE, _WEDGE).astype(np.int64)
     keys = combine(salt, np.int64(3), pattern, values[first], values[second], values[third])
-    return SparseFeatures.from_pairs(code >> (1 + 3 * bits), keys, total, len(graphs))
+    return SparseFeatures.from_pairs(code >> (1 + 3 * bits), keys, total.astype(np.float64), len(graphs))
