@@ -275,7 +275,7 @@ def test_in_process_and_in_memory_steps_give_the_store_bits(client, tmp_path, mu
     assert np.array_equal(threaded.gram, stored)
 
 
-@pytest.mark.parametrize("name, pooled", [("pyramid_match", True), ("core", True), ("sp", False)])
+@pytest.mark.parametrize("name, pooled", [("pyramid_match", True), ("svm_theta", True), ("core", True), ("sp", False)])
 def test_embeddings_run_in_the_pool_only_where_the_kernel_says(mutag, dataset_dir, monkeypatch, name, pooled):
     """In process, a kernel that declares ``embeds_in_threads`` (LAPACK, NumPy over whole
     chunks) has its chunks embedded in the pool's threads, others one at a time in the one

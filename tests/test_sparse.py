@@ -75,6 +75,58 @@ def test_integer_path_uses_the_dense_product(monkeypatch):
     assert not calls
 
 
+def test_integer_dense_product_in_float32_only_where_exact(monkeypatch):
+    """Partial sums below 2**24 take the float32 dense product; larger ones float64; both exact."""
+    dtypes = []
+    original = sf._split_columns
+    monkeypatch.setattr(sf, "_split_columns", lambda m, d, n, dt=np.float64: dtypes.append(dt) or original(m, d, n, dt))
+
+    def two(va: float, vb: float) -> tuple[SparseFeatures, SparseFeatures]:
+        keys = np.array([7, 11], np.uint64)
+        a = SparseFeatures(np.array([0, 2, 4]), np.tile(keys, 2), np.array([va, 1.0, va, 1.0]))
+        b = SparseFeatures(np.array([0, 2, 4]), np.tile(keys, 2), np.array([vb, 2.0, vb, 2.0]))
+        return a, b
+
+    a, b = two(4094.0, 4095.0)  # L1 bound 4095 * 4097 = 2**24 - 1: float32
+    assert np.array_equal(dot(a, b), np.full((2, 2), 4094.0 * 4095.0 + 2.0))
+    assert dtypes and all(dt == np.float32 for dt in dtypes)
+    dtypes.clear()
+    a, b = two(8191.0, 4097.0)  # 33,558,529 is odd and above 2**25: float32 would round it
+    assert np.array_equal(dot(a, b), np.full((2, 2), 8191.0 * 4097.0 + 2.0))
+    assert dtypes and all(dt == np.float64 for dt in dtypes)
+
+
+def test_few_keys_go_key_by_key_with_the_sparse_products_bits(monkeypatch):
+    """Non-integer features over a handful of keys (SVM-θ's subset sizes): the key-by-key dense
+    path gives the sequential key-order sums bit for bit (against brute force and against the
+    sparse product), negative values and missing keys included; an infinite value keeps the
+    sparse product (its missing keys must not turn into NaN)."""
+    rng = np.random.default_rng(8)
+    n_graphs = 150  # more rows than one band
+    keys = np.array([3, 10, 12, 40, 41, 77, 90], np.uint64)
+    rows, ks, vals = [], [], []
+    for g in range(n_graphs):
+        held = keys[rng.random(len(keys)) < 0.7]
+        rows.append(np.full(len(held), g))
+        ks.append(held)
+        vals.append(rng.normal(size=len(held)) * 10.0 ** rng.integers(-3, 4, len(held)))
+    x = SparseFeatures.from_pairs(np.concatenate(rows), np.concatenate(ks), np.concatenate(vals), n_graphs)
+    used = []
+    original = sf._add_key_by_key
+    monkeypatch.setattr(sf, "_add_key_by_key", lambda *a: used.append(1) or original(*a))
+    a, b = x[:90], x[40:]
+    got = dot(a, b)
+    assert used
+    assert np.array_equal(got, brute_dot(a, b))
+    cols = np.unique(np.concatenate([a.keys, b.keys]))
+    sparse_out = np.zeros_like(got)
+    sf._add_sparse_product(a.to_csr(cols), b.to_csr(cols), sparse_out)
+    assert np.array_equal(got, sparse_out)
+    used.clear()
+    inf = SparseFeatures(x.indptr, x.keys, np.where(np.arange(x.nnz) == 0, np.inf, x.values))
+    assert not np.isnan(dot(inf[:90], inf[40:])[1:]).any() and not used
+
+
 def test_embeddings_travel_without_their_derived_cache():
     """DerivedCache: a pickled embedding (what Dask ships) keeps every field, subclasses' own
     included, and arrives with an empty cache."""
@@ -122,6 +174,33 @@ def test_row_builder_is_from_pairs_of_every_piece_bit_for_bit():
     want = SparseFeatures.from_pairs(*(np.concatenate([p[j] for p in pieces]) for j in range(3)), n_graphs)
     assert _same(got, want) and len(got) == n_graphs
     assert all(np.array_equal(a, b) for p, c in zip(pieces, copies) for a, b in zip(p, c))
+
+
+@pytest.mark.parametrize("pool", [8, 1 << 40])
+def test_from_segments_is_from_pairs_of_grouped_triples(pool):
+    """Triples already grouped by graph: the same rows, bit for bit, with duplicate keys (a
+    small key pool: summed in order, zeros dropped) and without (a large one), segments long
+    enough (>= 64 per graph) for the per-graph sorts and short ones for the global sort."""
+    rng = np.random.default_rng(11)
+    for per_graph in (3, 300):
+        n_graphs = 7
+        lens = rng.integers(0, 2 * per_graph, n_graphs)
+        lens[2] = 0
+        g = np.repeat(np.arange(n_graphs), lens)
+        keys = rng.integers(0, pool, len(g)).astype(np.uint64)
+        vals = rng.normal(size=len(g)).round(1)
+        want = SparseFeatures.from_pairs(g, keys, vals, n_graphs)
+        indptr = np.concatenate([[0], np.cumsum(lens)])
+        assert _same(SparseFeatures.from_segments(indptr, keys.copy(), vals.copy()), want)
+
+
+def test_segment_order_is_the_stable_argsort():
+    """Distinct keys take the fast introsort, repeated ones the stable sort: both give the
+    permutation of ``np.argsort(kind="stable")`` (equal keys keep their order)."""
+    rng = np.random.default_rng(2)
+    for pool in (5, 1 << 62):
+        keys = rng.integers(0, pool, 5000).astype(np.uint64)
+        assert np.array_equal(sf._segment_order(keys), np.argsort(keys, kind="stable"))
 
 
 def test_wlsp_streamed_features_equal_the_collected_ones_with_graphs_over_several_blocks():

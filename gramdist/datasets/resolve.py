@@ -26,8 +26,6 @@ import os
 import re
 import shutil
 import tempfile
-import urllib.error
-import urllib.request
 import zipfile
 from pathlib import Path, PurePosixPath
 
@@ -132,6 +130,11 @@ def download_tu(name: str, dest: Path | None = None, timeout: float = 60.0) -> P
     Returns ``dest / name``. Raises :class:`DatasetError` naming the URL on a network error,
     an HTTP error, a file that is not a zip, or a zip without the required files.
     """
+    # here, not at the top: urllib.request brings http.client, ssl and email (15 ms), which
+    # every `gramdist run` would import to read a dataset that is already on disk
+    import urllib.error
+    import urllib.request
+
     dest = Path(dest) if dest is not None else cache_dir()
     target = dest / name
     if target.is_dir():

@@ -57,6 +57,8 @@ def progress_reporter(progress: Progress, total: int, initial: int, unit: str = 
                 progress(done[0], total)
 
         return call
+    if not progress:  # no bar to draw: tqdm not even imported (7 ms of every --quiet run)
+        return lambda n: None
     from tqdm import tqdm
 
     bar = tqdm(total=total, initial=initial, unit=unit, disable=not progress, desc=f"{unit}s",

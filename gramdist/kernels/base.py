@@ -83,9 +83,10 @@ LINEAR_NODE_WEIGHT = 0.5
 #: embeddings between processes. Measured (2026-11-28, ``benchmarks/bench_placement_dd.py
 #: --rows pyramid_match dm sp graphlet lovasz_theta nspdk``, medians of two, D&D end to end):
 #: pyramid match 16.5 s on two workers, 13.6 s in process; DM 9.3 s, 7.2 s (and less memory
-#: for both). Kernels whose embeddings run one chunk at a time in process lose there (shortest
-#: path 17.1 s against 20.7 s, graphlets 13.3 against 17.0 s, SVM-θ 6.7 against 7.5 s, NSPDK
-#: 23.9 against 25.9 s) and keep a weight of 1.
+#: for both); SVM-θ (its equal-size graphs stacked through LAPACK) 5.2-5.4 s either way, with
+#: 18 % less CPU in process (2026-11-28, 6 alternated pairs). Kernels whose embeddings run one
+#: chunk at a time in process lose there (shortest path 17.1 s against 20.7 s, graphlets 13.3
+#: against 17.0 s, NSPDK 23.9 against 25.9 s) and keep a weight of 1.
 POOLED_NODE_WEIGHT = 0.5
 
 
@@ -139,7 +140,7 @@ class GraphKernel:
     #: whether a chunk's embedding may run in the in-process pool of threads (as tiles do): True
     #: where its work mostly releases the GIL (LAPACK per graph, NumPy sorts and ufuncs on large
     #: arrays); False where it is many small Python-level calls, which two threads run slower
-    #: than one (NCI1: SVM-θ's embedding 1.9 s in one thread, 3.3 s in two)
+    #: than one (NCI1: the adaptive matching kernel's embedding 44 s in one thread, 52 s in two)
     embeds_in_threads: ClassVar[bool] = False
     #: whether :meth:`embed`, :meth:`self_similarity` and :meth:`embedding_counts` never read the
     #: fitted state (the embedding is a fixed function of each graph, as WL's hashed labels): the

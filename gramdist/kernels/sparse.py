@@ -209,6 +209,14 @@ class SparseFeatures(DerivedCache):
         return cls._from_segments(indptr, k, v, owned or moved)
 
     @classmethod
+    def from_segments(cls, indptr: np.ndarray, keys: np.ndarray, values: np.ndarray) -> SparseFeatures:
+        """Build from each graph's (key, value) pairs ``keys[indptr[g]:indptr[g+1]]`` (any order
+        inside a graph, duplicates summed as :meth:`from_pairs` does): ``from_pairs`` for
+        triples that are already grouped by graph, without its grouping pass. ``keys`` and
+        ``values`` are sorted in place: they must be the caller's to give away."""
+        return cls._from_segments(np.asarray(indptr, dtype=np.int64), keys, values, owned=True)
+
+    @classmethod
     def _from_segments(cls, indptr: np.ndarray, k: np.ndarray, v: np.ndarray | float,
                        owned: bool) -> SparseFeatures:
         """Rows from each graph's (key, value) pairs ``indptr[i]:indptr[i+1]``, unsorted and
@@ -335,8 +343,11 @@ def dot(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
     if len(common):
         ma = _as_csr(a, common)
         mb = ma if a is b else _as_csr(b, common)
-        if a._max_integer_l1() * b._max_integer_l1() < 2.0**53:
-            _dot_integer(ma, mb, out)
+        bound = a._max_integer_l1() * b._max_integer_l1()
+        if bound < 2.0**53:
+            _dot_integer(ma, mb, out, np.float32 if bound < 2.0**24 else np.float64)
+        elif len(common) <= FEW_KEYS and np.isfinite(ma.data).all() and np.isfinite(mb.data).all():
+            _add_key_by_key(ma, mb, out)
         else:
             _add_sparse_product(ma, mb, out)
     if a is b:
@@ -349,13 +360,17 @@ def dot(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
 DENSE_SHARE = 256
 
 
-def _dot_integer(ma: sp.csr_matrix, mb: sp.csr_matrix, out: np.ndarray) -> None:
+def _dot_integer(ma: sp.csr_matrix, mb: sp.csr_matrix, out: np.ndarray,
+                 dense_dtype: type = np.float64) -> None:
     """``out = ma @ mb.T`` for integer-valued operands whose every partial sum is < 2**53.
 
     Then every product and every partial sum is an exact float64 integer, so the result does
     not depend on the order of the additions: keys shared by many graphs of both operands
     (WL's early-iteration labels) go through a dense BLAS product, the rest through the
     sparse product, and the two parts are added — bitwise the same as the sequential sum.
+    ``dense_dtype`` float32 (the caller's choice where every partial sum is < 2**24, so
+    exact in float32 too) halves the dense product's time and memory (pyramid match's D&D
+    tiles: 256 x 34,531 dense columns, 80 -> 40 ms per product).
     """
     n_keys = ma.shape[1]
     ca = np.bincount(ma.indices, minlength=n_keys).astype(np.float64)
@@ -365,11 +380,39 @@ def _dot_integer(ma: sp.csr_matrix, mb: sp.csr_matrix, out: np.ndarray) -> None:
     if n_dense == 0:
         _add_sparse_product(ma, mb, out)
         return
-    da, sa = _split_columns(ma, dense, n_dense)
-    db, sb = (da, sa) if mb is ma else _split_columns(mb, dense, n_dense)
-    np.matmul(da, db.T, out=out)
+    da, sa = _split_columns(ma, dense, n_dense, dense_dtype)
+    db, sb = (da, sa) if mb is ma else _split_columns(mb, dense, n_dense, dense_dtype)
+    if da.dtype == out.dtype:
+        np.matmul(da, db.T, out=out)
+    else:
+        out[:] = da @ db.T
     if sa.nnz and sb.nnz:
         _add_sparse_product(sa, sb, out)
+
+
+#: Non-integer operands with at most this many common keys go key by key through dense outer
+#: products (SVM-θ's 7 subset sizes: an NCI1 tile of 1,028² in 5 ms against 12 ms).
+FEW_KEYS = 16
+_BAND = 64  # rows of ``out`` per band: a band of a 1,028-column tile is 0.5 MiB, in cache
+
+
+def _add_key_by_key(ma: sp.csr_matrix, mb: sp.csr_matrix, out: np.ndarray) -> None:
+    """``out += ma @ mb.T`` for finite operands with few columns, one column (key) at a time.
+
+    Each entry of a zero ``out`` receives its products in increasing key order, one rounding
+    per product and one per addition: the sparse product's arithmetic. A key that one of the
+    two graphs lacks adds ±0.0, which leaves every sum (and the +0.0 start) as it was; with an
+    infinite value it would add NaN, hence the caller's finiteness check.
+    """
+    da = ma.toarray()
+    db_t = np.ascontiguousarray(mb.toarray().T)
+    band = np.empty((_BAND, out.shape[1]))
+    for r in range(0, out.shape[0], _BAND):
+        rows = out[r:r + _BAND]
+        prod = band[:len(rows)]
+        for c in range(da.shape[1]):
+            np.multiply(da[r:r + _BAND, c, None], db_t[c], out=prod)
+            rows += prod
 
 
 def _add_sparse_product(ma: sp.csr_matrix, mb: sp.csr_matrix, out: np.ndarray) -> None:
@@ -383,12 +426,13 @@ def _add_sparse_product(ma: sp.csr_matrix, mb: sp.csr_matrix, out: np.ndarray) -
     out += (ma @ mb.T.tocsr()).toarray()
 
 
-def _split_columns(m: sp.csr_matrix, dense: np.ndarray, n_dense: int) -> tuple[np.ndarray, sp.csr_matrix]:
-    """``m``'s ``dense`` columns as a dense array and the other columns as a CSR matrix."""
+def _split_columns(m: sp.csr_matrix, dense: np.ndarray, n_dense: int,
+                   dtype: type = np.float64) -> tuple[np.ndarray, sp.csr_matrix]:
+    """``m``'s ``dense`` columns as a dense ``dtype`` array and the other columns as a CSR matrix."""
     rows = np.repeat(np.arange(m.shape[0], dtype=np.int64), np.diff(m.indptr))
     is_dense = dense[m.indices]
     new_col = np.where(dense, np.cumsum(dense) - 1, np.cumsum(~dense) - 1)[m.indices]
-    d = np.zeros((m.shape[0], n_dense))
+    d = np.zeros((m.shape[0], n_dense), dtype=dtype)
     d[rows[is_dense], new_col[is_dense]] = m.data[is_dense]
     keep = ~is_dense
     indptr = group_offsets(rows[keep], m.shape[0])
@@ -442,10 +486,20 @@ def sort_segments(keys: np.ndarray, indptr: np.ndarray, values: np.ndarray | Non
         if values is None:
             keys[lo:hi].sort()
         else:
-            o = np.argsort(keys[lo:hi], kind="stable")
+            o = _segment_order(keys[lo:hi])
             keys[lo:hi] = keys[lo:hi][o]
             values[lo:hi] = values[lo:hi][o]
     return keys, values
+
+
+def _segment_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")``: where the keys are distinct (checked on a SIMD
+    ``np.sort`` of them), NumPy's default introsort gives the same permutation, 5x faster for
+    uint64 (pyramid match's D&D features: 16 M distinct keys, 0.76 -> 0.2 s)."""
+    s = np.sort(keys)
+    if len(s) > 1 and np.any(s[1:] == s[:-1]):
+        return np.argsort(keys, kind="stable")
+    return np.argsort(keys)
 
 
 def sq_norms(a: SparseFeatures) -> np.ndarray:

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gramdist.arrayops import stable_order
+from gramdist.arrayops import group_offsets, stable_order
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import POOLED_NODE_WEIGHT, KernelState, check_param
 from gramdist.kernels.hashing import combine, mix, tag
@@ -106,23 +106,40 @@ class PyramidMatchKernel(SparseFeatureKernel):
         lab_rank = lab_rank.ravel().astype(np.int64)
         n_lab = int(lab_rank.max()) + 1 if len(lab_rank) else 1
         node_graph = graphs.node_graph
+        n_graphs = len(graphs)
         prefix = combine(_TAG, lab)  # per node: the label part of every cell id
-        rows, keys, vals = [], [], []
+        exps = [level_exponent(level, L) for level in range(L + 1)]
+        per_node = sum(1 + e % 2 for e in exps)  # entries of one node in one dimension
+        present = ~np.isnan(u)
+        # entries are written straight into their graph's row (dimension after dimension, then
+        # level after level): no grouping sort of the whole batch's triples afterwards
+        in_dim = np.stack([np.bincount(node_graph[present[:, q]], minlength=n_graphs) for q in range(d)]) \
+            if graphs.n_nodes else np.zeros((d, n_graphs), np.int64)
+        indptr = np.zeros(n_graphs + 1, np.int64)
+        np.cumsum(in_dim.sum(axis=0) * per_node, out=indptr[1:])
+        keys = np.empty(indptr[-1], np.uint64)
+        vals = np.empty(indptr[-1])
+        base = indptr[:-1].copy()  # where each graph's entries of the current dimension start
         for q in range(d):
-            nodes = np.flatnonzero(~np.isnan(u[:, q]))
+            nodes = np.flatnonzero(present[:, q])
             if len(nodes) == 0:
                 continue
             fine = np.minimum(np.floor(u[nodes, q] * (1 << L)), (1 << L) - 1).astype(np.int64)
             # one sort per dimension: bins are nested (bin_l = bin_L >> (L - l)), so the order by
             # (graph, label, finest bin) is also the order by (graph, label, bin) at every level
             order = stable_order((node_graph[nodes] * n_lab + lab_rank[nodes]) * (1 << L) + fine,
-                                 len(graphs) * n_lab << L)
+                                 n_graphs * n_lab << L)
             nd = nodes[order]
             fine = fine[order]
-            group = node_graph[nd] * n_lab + lab_rank[nd]
+            g_of = node_graph[nd]
+            group = g_of * n_lab + lab_rank[nd]
             pre = combine(prefix[nd], np.int64(q))
             idx = np.arange(len(nd))
-            for level in range(L + 1):
+            count = in_dim[q]
+            # slot of each entry inside its graph's block of one (level, copy) piece
+            slot = base[g_of] + idx - group_offsets(g_of, n_graphs)[g_of]
+            piece = 0
+            for level, e in enumerate(exps):
                 b = fine >> (L - level)
                 new = np.empty(len(nd), dtype=bool)
                 new[0] = True
@@ -130,19 +147,14 @@ class PyramidMatchKernel(SparseFeatureKernel):
                 start_idx = np.flatnonzero(new)
                 rank = idx - np.repeat(start_idx, np.diff(np.append(start_idx, len(nd))))
                 key = combine(pre, np.int64(level), b, rank)
-                e = level_exponent(level, L)
-                val = np.full(len(nd), 2.0 ** (e // 2))  # e odd: two copies of 2^((e-1)/2)
-                rows.append(node_graph[nd])
-                keys.append(key)
-                vals.append(val)
-                if e % 2:
-                    rows.append(node_graph[nd])
-                    keys.append(mix(key ^ _COPY))
-                    vals.append(val)
-        if not rows:
-            return SparseFeatures.empty(len(graphs))
-        return SparseFeatures.from_pairs(np.concatenate(rows), np.concatenate(keys), np.concatenate(vals),
-                                         len(graphs))
+                value = 2.0 ** (e // 2)  # e odd: two copies of 2^((e-1)/2)
+                for copy in range(1 + e % 2):
+                    at = slot + piece * count[g_of]
+                    keys[at] = key if copy == 0 else mix(key ^ _COPY)
+                    vals[at] = value
+                    piece += 1
+            base += count * per_node
+        return SparseFeatures.from_segments(indptr, keys, vals)
 
     # ------------------------------------------------------------ contract
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from threadpoolctl import threadpool_limits
 
 from gramdist.graphs import GraphBatch
+from gramdist.kernels.eigen import eigsh
 
 #: embeddings are rounded to multiples of this before binning
 SNAP = 2.0**-32
@@ -96,7 +96,7 @@ def spectral_embedding(graphs: GraphBatch, d: int, dense_max: int = DENSE_MAX) -
                 # a few spare eigenpairs so that magnitude ties at the cut are resolved by _select
                 m = min(size - 1, k + 4)
                 v0 = np.linspace(1.0, 2.0, size)
-                vals, vecs = spla.eigsh(a, k=m, which="LM", v0=v0, tol=0.0, maxiter=100 * size)
+                vals, vecs = eigsh(a, k=m, which="LM", v0=v0, tol=0.0, maxiter=100 * size)
                 sel = _select(vals, k)
                 out[starts[g]:starts[g] + size, :k] = np.abs(vecs[:, sel])
     np.clip(out, 0.0, 1.0, out=out)

@@ -75,7 +75,7 @@ from threadpoolctl import threadpool_limits
 
 from gramdist.arrayops import group_offsets
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import POOLED_NODE_WEIGHT, GraphKernel, KernelState, check_param
 from gramdist.kernels.hashing import combine, multiset_sum, tag
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 from gramdist.kernels.theta import solvers
@@ -466,6 +466,10 @@ class SvmThetaKernel(_ThetaKernel):
     """
 
     name = "svm_theta"
+    # equal-size graphs stacked through LAPACK (eigvalsh, solve) and SuperLU for the large ones:
+    # in the pool, NCI1 end to end 1.41 -> 1.37 s; D&D in process (18 % less CPU than on two workers)
+    embeds_in_threads = True
+    node_weight = POOLED_NODE_WEIGHT
 
     def __init__(self, n_samples: int = 50, subset_sizes: list | tuple = (2, 8), base_kernel: str = "linear",
                  gamma: float = 1.0, rho_margin: float = 1e-3) -> None:

@@ -50,6 +50,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from gramdist.errors import JobError
+from gramdist.kernels.eigen import eigsh
 
 #: graphs up to this many nodes use dense linear algebra in the SVM-θ solver
 DENSE_MAX = 300
@@ -176,7 +177,7 @@ def min_eigenvalue(a: sp.csr_matrix) -> float:
     if n <= DENSE_MAX:
         return float(sla.eigvalsh(a.toarray(), subset_by_index=(0, 0))[0])
     v0 = np.linspace(1.0, 2.0, n)
-    return float(spla.eigsh(a.astype(np.float64), k=1, which="SA", v0=v0, tol=1e-12,
+    return float(eigsh(a, k=1, which="SA", v0=v0, tol=1e-12,
                             maxiter=100 * n, return_eigenvectors=False)[0])
 
 
