@@ -42,6 +42,8 @@ sparse dot product per pair over at most n·d·(L+1)·2 unary features.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from gramdist.arrayops import group_offsets, stable_order
@@ -59,6 +61,21 @@ _FV_COPY = np.uint64(0x8CB92BA72F3D8DD7)  # second copy of every feature (featur
 def level_exponent(level: int, levels: int) -> int:
     """e with ``c_level · 2^(L+1) = 2^e`` (module docstring)."""
     return 1 if level == 0 else level
+
+
+def _cell_keys(pre: np.ndarray, group: np.ndarray, fine: np.ndarray, L: int) -> Iterator[np.ndarray]:
+    """Per level 0..L, each node's feature id: its cell (``pre``: label and dimension; its bin at
+    the level) and its rank among the nodes of its graph and label in that cell. The nodes come
+    sorted by (graph and label: ``group``, finest bin ``fine``)."""
+    idx = np.arange(len(pre))
+    for level in range(L + 1):
+        b = fine >> (L - level)
+        new = np.empty(len(pre), dtype=bool)
+        new[0] = True
+        new[1:] = (group[1:] != group[:-1]) | (b[1:] != b[:-1])
+        start_idx = np.flatnonzero(new)
+        rank = idx - np.repeat(start_idx, np.diff(np.append(start_idx, len(pre))))
+        yield combine(pre, np.int64(level), b, rank)
 
 
 def _is_int(x: object) -> bool:
@@ -97,7 +114,11 @@ class PyramidMatchKernel(SparseFeatureKernel):
 
     # ------------------------------------------------------------ features
     def features(self, graphs: GraphBatch) -> SparseFeatures:
-        """Unary-coded histogram features with integer values (dot products = k · 2^(L+1))."""
+        """Unary-coded histogram features with integer values (dot products = k · 2^(L+1)).
+
+        Each feature is written straight into its graph's row (dimension after dimension, then
+        level after level, then copy): no grouping sort of the batch's triples afterwards
+        (D&D: 16 M of them)."""
         L, d = int(self.L), int(self.d)
         u = spectral_embedding(graphs, d)
         lab = graphs.node_labels if (self.labels and graphs.node_labels is not None) else None
@@ -105,21 +126,18 @@ class PyramidMatchKernel(SparseFeatureKernel):
         _, lab_rank = np.unique(lab, return_inverse=True)
         lab_rank = lab_rank.ravel().astype(np.int64)
         n_lab = int(lab_rank.max()) + 1 if len(lab_rank) else 1
-        node_graph = graphs.node_graph
-        n_graphs = len(graphs)
+        node_graph, n_graphs = graphs.node_graph, len(graphs)
         prefix = combine(_TAG, lab)  # per node: the label part of every cell id
         exps = [level_exponent(level, L) for level in range(L + 1)]
-        per_node = sum(1 + e % 2 for e in exps)  # entries of one node in one dimension
+        per_node = sum(1 + e % 2 for e in exps)  # features of one node in one dimension
         present = ~np.isnan(u)
-        # entries are written straight into their graph's row (dimension after dimension, then
-        # level after level): no grouping sort of the whole batch's triples afterwards
-        in_dim = np.stack([np.bincount(node_graph[present[:, q]], minlength=n_graphs) for q in range(d)]) \
-            if graphs.n_nodes else np.zeros((d, n_graphs), np.int64)
+        in_dim = np.zeros((d, n_graphs), np.int64)  # nodes of each graph with a coordinate q
+        for q in range(d):
+            in_dim[q] = np.bincount(node_graph[present[:, q]], minlength=n_graphs)
         indptr = np.zeros(n_graphs + 1, np.int64)
         np.cumsum(in_dim.sum(axis=0) * per_node, out=indptr[1:])
-        keys = np.empty(indptr[-1], np.uint64)
-        vals = np.empty(indptr[-1])
-        base = indptr[:-1].copy()  # where each graph's entries of the current dimension start
+        keys, vals = np.empty(indptr[-1], np.uint64), np.empty(indptr[-1])
+        base = indptr[:-1].copy()  # where each graph's features of dimension q start
         for q in range(d):
             nodes = np.flatnonzero(present[:, q])
             if len(nodes) == 0:
@@ -129,31 +147,20 @@ class PyramidMatchKernel(SparseFeatureKernel):
             # (graph, label, finest bin) is also the order by (graph, label, bin) at every level
             order = stable_order((node_graph[nodes] * n_lab + lab_rank[nodes]) * (1 << L) + fine,
                                  n_graphs * n_lab << L)
-            nd = nodes[order]
-            fine = fine[order]
+            nd, fine = nodes[order], fine[order]
             g_of = node_graph[nd]
-            group = g_of * n_lab + lab_rank[nd]
-            pre = combine(prefix[nd], np.int64(q))
-            idx = np.arange(len(nd))
-            count = in_dim[q]
-            # slot of each entry inside its graph's block of one (level, copy) piece
-            slot = base[g_of] + idx - group_offsets(g_of, n_graphs)[g_of]
+            count = in_dim[q][g_of]
+            slot = base[g_of] + np.arange(len(nd)) - group_offsets(g_of, n_graphs)[g_of]  # in piece 0
             piece = 0
-            for level, e in enumerate(exps):
-                b = fine >> (L - level)
-                new = np.empty(len(nd), dtype=bool)
-                new[0] = True
-                new[1:] = (group[1:] != group[:-1]) | (b[1:] != b[:-1])
-                start_idx = np.flatnonzero(new)
-                rank = idx - np.repeat(start_idx, np.diff(np.append(start_idx, len(nd))))
-                key = combine(pre, np.int64(level), b, rank)
-                value = 2.0 ** (e // 2)  # e odd: two copies of 2^((e-1)/2)
-                for copy in range(1 + e % 2):
-                    at = slot + piece * count[g_of]
+            for level, key in enumerate(_cell_keys(combine(prefix[nd], np.int64(q)), g_of * n_lab + lab_rank[nd],
+                                                   fine, L)):
+                e = exps[level]
+                for copy in range(1 + e % 2):  # e odd: two copies of 2^((e-1)/2)
+                    at = slot + piece * count
                     keys[at] = key if copy == 0 else mix(key ^ _COPY)
-                    vals[at] = value
+                    vals[at] = 2.0 ** (e // 2)
                     piece += 1
-            base += count * per_node
+            base += in_dim[q] * per_node
         return SparseFeatures.from_segments(indptr, keys, vals)
 
     # ------------------------------------------------------------ contract
