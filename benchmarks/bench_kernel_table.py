@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -118,21 +119,26 @@ def main() -> None:
     ap.add_argument("--readme", action="store_true", help="write the cells into README.md")
     ap.add_argument("--readme-only", action="store_true", help="write README.md's cells from the saved results")
     args = ap.parse_args()
-    path = RESULTS / "kernel_table.json"
+    # the file this run saves to (suffix included), so that a partial rerun adds to its own rows
+    path = RESULTS / f"kernel_table{os.environ.get('GRAMDIST_BENCH_SUFFIX', '')}.json"
     previous = json.loads(path.read_text()) if path.exists() else {"results": []}
     results = {(r["row"], r["dataset"]): r for r in previous["results"]}
     if args.readme_only:
         args.rows, args.readme = [], True
+    measured: dict[tuple[str, str], dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for row in args.rows:
             for ds in args.datasets:
                 r = run_one(row, ds, Path(tmp), args.limit_s)
                 r["limit_s"] = args.limit_s
-                results[row, ds] = r
+                results[row, ds] = measured[row, ds] = r
                 print(f"{row:18s} {ds:5s} {cell(r, args.limit_s):24s} {r.get('error', '')}", flush=True)
                 save("kernel_table", {"results": list(results.values())})
     if args.readme:
-        write_readme({k: cell(r, r["limit_s"]) for k, r in results.items()})
+        # only this run's cells (all the saved ones with --readme-only): a rerun of two rows
+        # once rewrote every other cell from an older results file
+        cells = results if args.readme_only else measured
+        write_readme({k: cell(r, r["limit_s"]) for k, r in cells.items()})
 
 
 if __name__ == "__main__":
