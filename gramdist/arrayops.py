@@ -18,18 +18,18 @@ def unique_sorted(x: np.ndarray, runs: bool = False) -> np.ndarray:
     (six runs of 2.8 M uint64 in all: 0.03 s, against 0.19 s for NumPy's default sort).
     """
     x = np.sort(np.asarray(x).ravel(), kind="stable" if runs else None)
-    return x[_run_starts(x)]
+    return x[run_starts(x)]
 
 
 def counted(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(values, counts)``: the sorted distinct values of a 1-D array and how often each occurs
     (``np.unique(x, return_counts=True)`` by NumPy's vectorised sort)."""
     x = np.sort(np.asarray(x).ravel())
-    starts = np.flatnonzero(_run_starts(x))
+    starts = np.flatnonzero(run_starts(x))
     return x[starts], np.diff(np.append(starts, len(x)))
 
 
-def _run_starts(x: np.ndarray) -> np.ndarray:
+def run_starts(x: np.ndarray) -> np.ndarray:
     """(len(x),) bool: where a run of equal values of the sorted ``x`` starts."""
     keep = np.empty(len(x), dtype=bool)
     if len(x):

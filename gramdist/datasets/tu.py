@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gramdist.arrayops import group_offsets
+from gramdist.arrayops import group_offsets, run_starts
 from gramdist.errors import DatasetError
 from gramdist.graphs import GraphBatch
 from gramdist.machine import available_cpus
@@ -363,8 +363,7 @@ def _first_of_each(keys: np.ndarray, bound: int) -> np.ndarray:
         return np.unique(keys, return_index=True)[1]
     tagged = np.sort(keys * m + np.arange(m, dtype=np.int64))
     value, index = np.divmod(tagged, m)
-    starts = np.concatenate([[True], value[1:] != value[:-1]])
-    return index[starts]
+    return index[run_starts(value)]
 
 
 def _graph_indicator(f: _Folder) -> np.ndarray:

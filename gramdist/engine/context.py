@@ -61,7 +61,7 @@ def progress_reporter(progress: Progress, total: int, initial: int, unit: str = 
         return lambda n: None
     from tqdm import tqdm
 
-    bar = tqdm(total=total, initial=initial, unit=unit, disable=not progress, desc=f"{unit}s",
+    bar = tqdm(total=total, initial=initial, unit=unit, desc=f"{unit}s",
                file=sys.stderr, dynamic_ncols=True)
     return lambda n: bar.close() if n is None else bar.update(n)
 

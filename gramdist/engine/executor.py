@@ -278,9 +278,10 @@ class InlineExecutor(Executor):
     embedding 1.50 -> 0.86 s on two cores, core over WL on D&D 1.05 -> 0.68 s): most kernels'
     embeddings are many small Python-level calls that two threads run slower than one
     (measured on NCI1: the adaptive matching kernel's 44 s in one thread, 52 s in two; SVM-θ's,
-    1.9 and 3.3 s while it solved graph by graph, is in the pool since it stacks them). Those are submitted ``background``: one thread runs them one
-    after another, as the caller would, while the pool computes the tiles of the chunks already
-    embedded (NCI1, 4 chunks: the first tiles start after one chunk's embedding, not all four).
+    1.9 and 3.3 s while it solved graph by graph, is in the pool since it stacks them). Those
+    are submitted ``background``: one thread runs them one after another, as the caller would,
+    while the pool computes the tiles of the chunks already embedded (NCI1, 4 chunks: the first
+    tiles start after one chunk's embedding, not all four).
     The fit runs at its submit, in the calling thread, with BLAS as the process has it.
 
     Errors are kept in the future and raised by ``result()``, as Dask does, so the steps

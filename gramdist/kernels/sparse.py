@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from gramdist.arrayops import find_sorted, group_offsets, ranges, stable_order, unique_sorted
+from gramdist.arrayops import find_sorted, group_offsets, ranges, run_starts, stable_order, unique_sorted
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState
 
@@ -121,9 +121,7 @@ class SparseFeatures(DerivedCache):
         if len(s) == 0:
             self._cache["sorted_keys"] = self._cache["shared_keys"] = s
             return
-        new = np.empty(len(s), dtype=bool)
-        new[0] = True
-        np.not_equal(s[1:], s[:-1], out=new[1:])
+        new = run_starts(s)
         self._cache["sorted_keys"] = s[new]
         dup = s[1:][~new[1:]]  # the 2nd, 3rd, ... copies of repeated keys
         self._cache["shared_keys"] = unique_sorted(dup)
@@ -292,7 +290,7 @@ class RowBuilder:
         g -= self.closed
         indptr, k, v, _ = grouped_by_row(g, k, v, graph - self.closed)
         del g  # before the sort: its bytes are the rows' own
-        self.parts.append(SparseFeatures._from_segments(indptr, k, v, owned=True))
+        self.parts.append(SparseFeatures.from_segments(indptr, k, v))
         self.closed = graph
 
     def _joined(self, c: int) -> np.ndarray:
