@@ -44,7 +44,7 @@ def cmd_info(args: argparse.Namespace) -> int:
           f"({info['tiles_done']}/{info['tiles_total']} tiles of {info['tile_size']})")
     print(f"shape:     {info['shape'][0]} x {info['shape'][1]} {info['dtype']} "
           f"({'symmetric' if info['symmetric'] else 'test x train'})")
-    print(f"kernel:    {k.get('name')} {k.get('params')}")
+    print(f"kernel:    {k.get('name')} {k.get('params')}{_versions(info['kernel_versions'])}")
     print(f"dataset:   {ds.get('name')} ({ds.get('n_graphs')} graphs, checksum {ds.get('checksum')})")
     if ds.get("source", {}).get("file"):  # a molecule file: where it was and its content hash
         print(f"source:    {ds['source']['file']} (sha256 {ds['source']['sha256'][:16]}…)")
@@ -112,6 +112,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if report["problems"] or report["damaged"] else 0
 
 
+def _versions(versions: dict[str, int]) -> str:
+    """The kernel definitions past version 1 a store was made with, for the kernel line."""
+    return "".join(f", {name} v{v}" for name, v in sorted(versions.items()))
+
+
 def _feature_info(info: dict[str, Any], as_json: bool) -> int:
     if as_json:
         print(json.dumps(info))
@@ -125,7 +130,7 @@ def _feature_info(info: dict[str, Any], as_json: bool) -> int:
             ("status", f"{'complete' if info['complete'] else 'INCOMPLETE'} ({info['chunks_done']}/"
                        f"{info['chunks_total']} chunks of {info['chunk_size']} graphs)"),
             ("features", f"{n} graphs; {kind}"),
-            ("kernel", f"{k.get('name')} {k.get('params')}"),
+            ("kernel", f"{k.get('name')} {k.get('params')}{_versions(info['kernel_versions'])}"),
             ("dataset", f"{ds.get('name')} ({ds.get('n_graphs')} graphs, checksum {ds.get('checksum')})"),
             ("fit", f"{info['fit']}" + (f" (state from {info['from_store']})" if info["from_store"] else "")),
             ("normalize", info["normalize"]), ("disk", f"{info['disk_bytes'] / 2**20:.1f} MiB"),

@@ -271,6 +271,7 @@ def _plan(store: GramStore, rows: GraphBatch, cols: GraphBatch | None) -> GramPl
     kernel = kernel_from_spec(spec)
     if json.loads(json.dumps({"name": kernel.name, "params": kernel.recorded_params()}, default=_plain)) != store.kernel:
         raise StoreError(f"{store.location}: cannot rebuild the store's kernel from its attributes")
+    store.check_kernel_versions(kernel.definition_versions())  # kept embeddings and tiles of another version
     gram = job.get("gram") or {}
     spec_gram = GramSpec(tile_size=store.tile_size, normalize=store.normalize, dtype=store.dtype,
                          compression_level=int(gram.get("compression_level", 1)),

@@ -170,6 +170,8 @@ def plan_features(job: Job, *, chunk_size: int | None = None, nystroem: Nystroem
     gram = plan_job(job, loader=open_dataset)
     if source is not None and source.kernel != gram.meta.kernel:
         raise JobError(f"--from {from_store}: its kernel {source.kernel} is not this job's {gram.meta.kernel}")
+    if source is not None:
+        source.check_kernel_versions(gram.meta.kernel_versions)
     return feature_plan(gram, chunk_size=chunk_size, nystroem=nystroem, from_store=from_store)
 
 
@@ -195,7 +197,8 @@ def feature_plan(gram: GramPlan, *, chunk_size: int | None = None, nystroem: Nys
                        dataset_checksum=m.dataset_checksum, fit=m.fit, normalize=m.normalize, chunk_size=chunk,
                        feature_kind="sparse" if nystroem is None else "nystroem",
                        nystroem_spec=asdict(nystroem) if nystroem else None,
-                       from_store=str(Path(from_store).resolve()) if from_store else None, job=m.job)
+                       from_store=str(Path(from_store).resolve()) if from_store else None, job=m.job,
+                       kernel_versions=m.kernel_versions)
     return FeaturePlan(gram, ChunkGrid(n, chunk), nystroem, from_store, meta)
 
 
@@ -214,6 +217,7 @@ def open_sink(plan: FeaturePlan, where: str | Location, overwrite: bool, *, crea
         overwrite = True
     if location.exists() and not overwrite and not location.is_empty_folder():
         store = FeatureStore.open(location, mode="r+")
+        store.check_kernel_versions(plan.meta.kernel_versions)
         diff = store.fingerprint_mismatch(plan.meta.to_attrs())
         if diff:
             raise StoreError(f"{location}: store was made by a different job ({', '.join(diff)} differ); "

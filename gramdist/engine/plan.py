@@ -90,7 +90,8 @@ def plan_gram(kernel: GraphKernel, cols: GraphBatch, rows: GraphBatch | None = N
         dataset=_dataset_attrs(specs[0], cols, cols_sum), dataset_checksum=cols_sum,
         fit=fit.to_dict(), tile_size=int(gram.tile_size), normalize=bool(gram.normalize), symmetric=symmetric,
         dtype=check_dtype(gram.dtype), test_dataset=None if symmetric else _dataset_attrs(specs[1], rows, rows_sum),
-        test_checksum=rows_sum, keep_embeddings=gram.keep_embeddings, job=job or {})
+        test_checksum=rows_sum, keep_embeddings=gram.keep_embeddings, job=job or {},
+        kernel_versions=kernel.definition_versions())
     return GramPlan(kernel, rows, cols, grid, fit, gram, meta, max_in_flight)
 
 

@@ -213,7 +213,9 @@ def query_graphs(lib: Any, queries: Any) -> Any:
 def kernel_and_state(store: Any) -> tuple[Any, Any]:
     """The kernel a store recorded (its name and parameters) and its fitted state."""
     spec = store.kernel
-    return kernel_from_spec({"name": spec["name"], **spec["params"]}), store.read_state()
+    kernel = kernel_from_spec({"name": spec["name"], **spec["params"]})
+    store.check_kernel_versions(kernel.definition_versions())  # its state and features are that version's
+    return kernel, store.read_state()
 
 
 class FeatureLibrary:

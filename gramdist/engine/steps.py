@@ -79,6 +79,7 @@ def open_existing_store(plan: GramPlan, location: Location, overwrite: bool) -> 
     if not location.exists() or overwrite or location.is_empty_folder() or creation_cut_short(location):
         return None
     store = GramStore.open(location, mode="r+")
+    store.check_kernel_versions(plan.meta.kernel_versions)
     diff = store.fingerprint_mismatch(plan.meta.to_attrs())
     if diff:
         grown = (f"; it has grown by {len(store.appends)} append(s) since its job ran: "
@@ -127,6 +128,7 @@ def start_fit(ex: Executor, plan: GramPlan, sink: Any, ctx: RunContext) -> Pendi
         source = open_store(plan.fit.from_store)
         if source.kernel != plan.meta.kernel:
             raise StoreError(f"fit.from_store {plan.fit.from_store}: kernel or parameters differ from this job")
+        source.check_kernel_versions(plan.meta.kernel_versions)
         return PendingFit(None, source.fit_indices(), started, source.read_state())
     indices = fit_sample_indices(len(plan.cols), plan.fit.sample_size, plan.fit.seed)
     whole = len(indices) == len(plan.cols) and isinstance(plan.cols, GraphBatch)  # a lazy dataset loads its sample

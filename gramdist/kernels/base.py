@@ -162,6 +162,10 @@ class GraphKernel:
     #: is the kernel from before it (its default): a store records one only when it differs
     #: (:meth:`recorded_params`), so a store written before it still resumes and appends
     later_params: ClassVar[dict[str, Any]] = {}
+    #: the version of the kernel's definition as computed: bumped by any change that alters its
+    #: values or its embeddings' bits (another solver, other hash keys), so that no store ever
+    #: holds, resumes or grows with values of two versions (:meth:`definition_versions`)
+    version: ClassVar[int] = 1
 
     def placement_nodes(self, n_nodes: int) -> int:
         """``n_nodes`` nodes as ``in_process: auto``'s node limit counts them: ``node_weight`` each."""
@@ -183,6 +187,13 @@ class GraphKernel:
         ``deep`` changes nothing.
         """
         return {p: getattr(self, p) for p in self.param_names()}
+
+    def definition_versions(self) -> dict[str, int]:
+        """``{name: version}`` of this kernel and of any kernel it computes with whose
+        :attr:`version` is past 1. A store records it and refuses to be resumed, grown, searched
+        or fitted from by code whose record differs; kernels still at version 1 are left out,
+        so that stores written before versions were recorded still match."""
+        return {self.name: int(self.version)} if self.version != 1 else {}
 
     def recorded_params(self) -> dict[str, Any]:
         """The parameters a store records: :meth:`get_params` less any of :attr:`later_params`

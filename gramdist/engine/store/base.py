@@ -320,6 +320,25 @@ class Store:
         return self._attr("kernel")
 
     @property
+    def kernel_versions(self) -> dict[str, int]:
+        """Versions past 1 of the definitions of the kernels that made the store, by name."""
+        return dict(self._attr("kernel_versions") or FINGERPRINT_DEFAULTS["kernel_versions"])
+
+    def check_kernel_versions(self, versions: dict[str, int]) -> None:
+        """:class:`StoreError` unless the store's values come from the kernel definitions
+        ``versions`` (a kernel's ``definition_versions()``): values of two versions of a kernel
+        are never mixed in a store, nor a state or embedding of one used by the other."""
+        stored = self.kernel_versions
+        if stored == versions:
+            return
+        names = sorted(set(stored) | set(versions))
+        was = ", ".join(f"{n} v{stored.get(n, 1)}" for n in names)
+        now = ", ".join(f"{n} v{versions.get(n, 1)}" for n in names)
+        made = f"gramdist {self.gramdist_version}" if self.gramdist_version else "an older gramdist"
+        raise StoreError(f"{self.location}: made by {made} with kernel definition {was}; this gramdist "
+                         f"computes {now}, whose values differ: run the job again into a new store (or --overwrite)")
+
+    @property
     def dataset(self) -> dict[str, Any] | None:
         return self._attr("dataset")
 

@@ -105,6 +105,8 @@ def _attrs(*specs: AttrSpec) -> dict[str, AttrSpec]:
 _COMMON = (
     AttrSpec("gramdist_version", "the version that made the store"),
     AttrSpec("kernel", "name and parameters of the kernel", True),
+    AttrSpec("kernel_versions", "versions of the kernels' definitions past 1, by name (absent: {}, all at 1; see "
+                                "GraphKernel.version)", True),
     AttrSpec("dataset", "the dataset's spec, name, graph count and checksum"),
     AttrSpec("dataset_checksum", "content checksum of the (column) graphs", True),
     AttrSpec("fit", "sample_size, seed, from_store", True),
@@ -151,7 +153,7 @@ FEATURE_ATTRIBUTES: dict[str, AttrSpec] = _attrs(
     AttrSpec("vector_checksums", "digests of the fitted state, the Nyström basis and indptr when written"),
 )
 #: what a fingerprint attribute means when a store made before it existed lacks it
-FINGERPRINT_DEFAULTS = {"dtype": "float64"}
+FINGERPRINT_DEFAULTS: dict[str, Any] = {"dtype": "float64", "kernel_versions": {}}
 
 
 def fingerprint(specs: dict[str, AttrSpec]) -> tuple[str, ...]:
@@ -188,6 +190,7 @@ class GramMeta:
     test_checksum: str | None = None
     keep_embeddings: bool | str = False
     job: dict[str, Any] = field(default_factory=dict)
+    kernel_versions: dict[str, int] = field(default_factory=dict)
 
     def to_attrs(self) -> dict[str, Any]:
         return as_jsonable(asdict(self))
@@ -208,6 +211,7 @@ class FeatureMeta:
     nystroem_spec: dict[str, Any] | None = None
     from_store: str | None = None
     job: dict[str, Any] = field(default_factory=dict)
+    kernel_versions: dict[str, int] = field(default_factory=dict)
 
     def to_attrs(self) -> dict[str, Any]:
         return as_jsonable(asdict(self))

@@ -208,6 +208,14 @@ class CoreKernel(GraphKernel):
     def node_weight(self) -> float:  # type: ignore[override]
         return float(self._base_attribute("node_weight", 1.0))
 
+    def definition_versions(self) -> dict[str, int]:
+        """The core kernel's own version and its base kernel's (see :class:`GraphKernel`)."""
+        try:
+            base = self.base_kernel().definition_versions()
+        except JobError:  # an invalid base, which validate() reports
+            base = {}
+        return {**base, **super().definition_versions()}
+
     # ------------------------------------------------------------ state
     @staticmethod
     def _base_state(state: KernelState) -> KernelState:
