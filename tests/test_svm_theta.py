@@ -260,14 +260,49 @@ def test_simple_edge_lists_match_simple_edges_graph_by_graph(mutag):
 
 
 def test_batched_subset_sums_equal_the_per_graph_ones(mutag, monkeypatch):
-    """SvmThetaKernel._values (all requests of one size at once) against the per-request
-    _subset_values that the base class loops over: the same bits."""
+    """SvmThetaKernel._size_values (all subsets of one size at once, on the packed α) against
+    the per-graph _subset_values that the base class loops over: the same bits."""
     from gramdist.kernels.theta.kernel import _ThetaKernel
 
     kernel = SvmThetaKernel(base_kernel="rbf")
     state = kernel.fit(mutag, 0)
     batched = kernel.embed(mutag[:80], state)
-    monkeypatch.setattr(SvmThetaKernel, "_values", _ThetaKernel._values)
+    monkeypatch.setattr(SvmThetaKernel, "_packed", _ThetaKernel._packed)
+    monkeypatch.setattr(SvmThetaKernel, "_size_values", _ThetaKernel._size_values)
     looped = kernel.embed(mutag[:80], state)
     assert np.array_equal(batched.values, looped.values, equal_nan=True)
     assert np.array_equal(batched.counts, looped.counts)
+
+
+def test_sampled_subsets_follow_the_documented_draw(mutag):
+    """The subsets, written out graph by graph as the module docstring defines them: a
+    generator seeded by the fit's seed and the graph's hash, one argsort of uniforms for all the
+    sizes' rows (in increasing size, :func:`samples_per_size` of each), the first d of each row
+    sorted, the value the sum of α over it in index order. The chunk's vectorised draw must
+    give these bits, and the NaN padding and counts around them."""
+    from gramdist.kernels.theta.kernel import graph_hashes
+
+    seed = (7 << 32) | 5
+    kernel = SvmThetaKernel(base_kernel="rbf", subset_sizes=[3, 9], n_samples=40)
+    graphs = mutag[:50]
+    emb = kernel.embed(graphs, kernel.fit(graphs, seed))
+    offsets, pairs = simple_edge_lists(graphs)
+    expected = np.full((len(graphs), 7, 40), np.nan)
+    counts = np.zeros((len(graphs), 7), dtype=np.int64)
+    for g, h in enumerate(graph_hashes(graphs).tolist()):
+        n = int(graphs.nodes_per_graph[g])
+        plan = samples_per_size(n, 3, 9, 40)
+        rng = np.random.default_rng([5, 7, h & 0xFFFFFFFF, h >> 32])
+        order = np.argsort(rng.random((sum(plan.values()), n)), axis=1)
+        alpha = kernel.alphas(n, pairs[offsets[g]:offsets[g + 1]])
+        row = 0
+        for d in sorted(plan):
+            for k in range(plan[d]):
+                value = 0.0
+                for node in np.sort(order[row, :d]):
+                    value += alpha[node]
+                expected[g, d - 3, k] = value
+                row += 1
+            counts[g, d - 3] = plan[d]
+    assert np.array_equal(emb.counts, counts)
+    assert np.array_equal(emb.values, expected, equal_nan=True)

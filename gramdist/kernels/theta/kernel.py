@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -73,7 +72,7 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from gramdist.arrayops import group_offsets
+from gramdist.arrayops import group_offsets, run_starts
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import POOLED_NODE_WEIGHT, GraphKernel, KernelState, check_param
 from gramdist.kernels.hashing import combine, multiset_sum, tag
@@ -123,6 +122,66 @@ def _sample_plan(n: int, lo: int, hi: int, n_samples: int) -> tuple[tuple[int, i
     for r in range(int(n_samples - counts.sum())):
         counts[(len(sizes) - r - 1) % len(sizes)] += 1
     return tuple((d, int(c)) for d, c in zip(sizes, counts) if c > 0)
+
+
+@dataclass(frozen=True)
+class SubsetDraws:
+    """The vertex subsets sampled for a chunk's graphs, one row per subset, grouped by graph
+    and, within a graph, by size: ``graph`` (R,) its graph, ``size`` (R,) its size d, ``slot``
+    (R,) its rank among its graph's subsets of that size, ``nodes`` (R, hi) int64 the first
+    ``hi`` nodes of the row's random permutation (-1 past a graph's node count), whose first
+    d, sorted, are the subset."""
+
+    graph: np.ndarray
+    size: np.ndarray
+    slot: np.ndarray
+    nodes: np.ndarray
+
+
+def _draw_subsets(graphs: GraphBatch, seed: int, lo: int, hi: int, n_samples: int) -> SubsetDraws:
+    """Each graph's subsets: d nodes uniformly without replacement, ``cnt`` times per size
+    (:func:`samples_per_size`), as the first d of a random permutation (the argsort of i.i.d.
+    uniforms). A graph's generator is seeded by ``seed`` and its :func:`graph_hashes` entry,
+    and all its sizes' rows come from one draw (the same stream as one draw per size: argsort
+    is per row), so its subsets never depend on the chunk it is in."""
+    seed &= 0xFFFFFFFFFFFFFFFF
+    words = [seed & 0xFFFFFFFF, seed >> 32]
+    tops, ids, plans = [], [], []
+    for g, (n, h) in enumerate(zip(graphs.nodes_per_graph.tolist(), graph_hashes(graphs).tolist())):
+        sizes = _plan_rows(n, lo, hi, n_samples)
+        if not len(sizes):
+            continue
+        rng = np.random.default_rng([*words, h & 0xFFFFFFFF, h >> 32])
+        top = np.argsort(rng.random((len(sizes), n)), axis=1)[:, :hi]
+        if n < hi:
+            top = np.concatenate([top, np.full((len(top), hi - n), -1, dtype=top.dtype)], axis=1)
+        tops.append(top)
+        ids.append(g)
+        plans.append(sizes)
+    if not tops:
+        empty = np.zeros(0, dtype=np.int64)
+        return SubsetDraws(empty, empty, empty, np.zeros((0, hi), dtype=np.int64))
+    size = np.concatenate(plans)
+    graph = np.repeat(np.array(ids, dtype=np.int64), [len(p) for p in plans])
+    first = np.flatnonzero(run_starts(graph) | run_starts(size))  # each (graph, size) group's first row
+    rank = np.arange(len(size)) - np.repeat(first, np.diff(np.append(first, len(size))))
+    return SubsetDraws(graph, size, rank, np.concatenate(tops).astype(np.int64, copy=False))
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan_rows(n: int, lo: int, hi: int, n_samples: int) -> np.ndarray:
+    """The size of each of a graph's sampled subsets, in draw order: :func:`_sample_plan`'s
+    sizes, each repeated by its count (read-only: shared between calls)."""
+    plan = _sample_plan(n, lo, hi, n_samples)
+    rows = np.repeat(np.array([d for d, _ in plan], dtype=np.int64), [c for _, c in plan])
+    rows.flags.writeable = False
+    return rows
+
+
+def _graph_runs(graph: np.ndarray) -> list[tuple[int, int, int]]:
+    """``(g, start, stop)`` of each run of equal values in ``graph`` (rows grouped by graph)."""
+    bounds = np.append(np.flatnonzero(run_starts(graph)), len(graph))
+    return [(int(graph[a]), int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def graph_hashes(graphs: GraphBatch) -> np.ndarray:
@@ -239,8 +298,9 @@ class _ThetaKernel(GraphKernel):
         subclasses may batch them."""
         reps: dict[int, object] = {}
         not_converged = 0
+        sizes = graphs.nodes_per_graph  # a property: np.diff at every call
         for g in ids:
-            reps[g], ok = self._graph_state(int(graphs.nodes_per_graph[g]), pairs[offsets[g]:offsets[g + 1]])
+            reps[g], ok = self._graph_state(int(sizes[g]), pairs[offsets[g]:offsets[g + 1]])
             not_converged += not ok
         return reps, not_converged
 
@@ -248,25 +308,17 @@ class _ThetaKernel(GraphKernel):
         """(s,) values of the (s, d) subsets (node indices) under the representation."""
         raise NotImplementedError
 
-    def _values(self, reps: dict, requests: list[tuple[int, int, np.ndarray]]) -> list[np.ndarray]:
-        """The values of every request (graph, size, subsets); subclasses may batch them."""
-        return [self._subset_values(reps[g], subsets) for g, _, subsets in requests]
+    def _packed(self, reps: dict[int, object]) -> object:
+        """The chunk's representations as :meth:`_size_values` takes them (as they are here)."""
+        return reps
 
-    @staticmethod
-    def _by_size(requests: list[tuple[int, int, np.ndarray]],
-                 values_of: Callable[[list[int]], np.ndarray]) -> list[np.ndarray]:
-        """The values of every request, those of one subset size computed at once:
-        ``values_of(indices)`` gives the values of the requests ``indices`` one after the other,
-        which are split back per request."""
-        by_size: dict[int, list[int]] = {}
-        for i, (_, d, _) in enumerate(requests):
-            by_size.setdefault(d, []).append(i)
-        out: list[np.ndarray] = [np.zeros(0)] * len(requests)
-        for d in sorted(by_size):
-            idx = by_size[d]
-            bounds = np.cumsum([len(requests[i][2]) for i in idx])[:-1]
-            for i, part in zip(idx, np.split(values_of(idx), bounds)):
-                out[i] = part
+    def _size_values(self, packed: object, graph: np.ndarray, subsets: np.ndarray) -> np.ndarray:
+        """(R,) values of the subsets of one size ``subsets`` (R, d), row r one of graph
+        ``graph[r]`` (rows grouped by graph), from :meth:`_packed`; graph by graph here,
+        subclasses compute them at once (the same values: each is its own subset's)."""
+        out = np.empty(len(graph))
+        for g, a, b in _graph_runs(graph):
+            out[a:b] = self._subset_values(packed[g], subsets[a:b])
         return out
 
     # ------------------------------------------------------------ contract
@@ -278,34 +330,21 @@ class _ThetaKernel(GraphKernel):
         n_sizes = hi - lo + 1
         s_max = int(self.n_samples)
         values = np.full((len(graphs), n_sizes, s_max), np.nan)
-        counts = np.zeros((len(graphs), n_sizes), dtype=np.int64)
-        seed = int(state.attrs.get("seed", 0)) & 0xFFFFFFFFFFFFFFFF
-        hashes = graph_hashes(graphs)
-        requests: list[tuple[int, int, np.ndarray]] = []
         offsets, pairs = simple_edge_lists(graphs)
         # one BLAS thread: the solvers' small problems gain nothing from threads, and a graph's
         # values must not depend on the thread count of the worker computing them
         with threadpool_limits(1):
-            for g in range(len(graphs)):
-                n = int(graphs.nodes_per_graph[g])
-                plan = _sample_plan(n, lo, hi, s_max)
-                if not plan:
-                    continue
-                h = int(hashes[g])
-                rng = np.random.default_rng([seed & 0xFFFFFFFF, seed >> 32, h & 0xFFFFFFFF, h >> 32])
-                # d nodes uniformly without replacement, cnt times per size: the first d of a
-                # random permutation (argsort of i.i.d. uniforms), sorted. One draw of all the
-                # sizes' rows is the same stream as a draw per size, and argsort is per row.
-                order = np.argsort(rng.random((sum(c for _, c in plan), n)), axis=1)
-                start = 0
-                for d, cnt in plan:
-                    requests.append((g, d, np.sort(order[start:start + cnt, :d], axis=1)))
-                    start += cnt
-            with_plan = sorted({g for g, _, _ in requests})
-            reps, not_converged = self._graph_states(graphs, with_plan, offsets, pairs)
-            for (g, d, subsets), vals in zip(requests, self._values(reps, requests)):
-                values[g, d - lo, :len(subsets)] = vals
-                counts[g, d - lo] = len(subsets)
+            draws = _draw_subsets(graphs, int(state.attrs.get("seed", 0)), lo, hi, s_max)
+            reps, not_converged = self._graph_states(graphs, np.unique(draws.graph).tolist(), offsets, pairs)
+            packed = self._packed(reps)
+            for d in range(lo, hi + 1):
+                rows = np.flatnonzero(draws.size == d)
+                if len(rows):
+                    graph = draws.graph[rows]
+                    values[graph, d - lo, draws.slot[rows]] = self._size_values(
+                        packed, graph, np.sort(draws.nodes[rows, :d], axis=1))
+        counts = np.bincount(draws.graph * n_sizes + (draws.size - lo), minlength=len(graphs) * n_sizes)
+        counts = counts.reshape(len(graphs), n_sizes).astype(np.int64)
         flag = np.array([not_converged], dtype=np.int64)
         emb = ThetaSamples(values, counts, flag)
         if self.base_kernel == "linear":
@@ -436,19 +475,19 @@ class LovaszThetaKernel(_ThetaKernel):
         ks = k[subsets[:, :, None], subsets[:, None, :]]
         return 1.0 / simplex_min(ks)
 
-    def _values(self, reps: dict, requests: list[tuple[int, int, np.ndarray]]) -> list[np.ndarray]:
+    def _size_values(self, packed: object, graph: np.ndarray, subsets: np.ndarray) -> np.ndarray:
         """All subsets of one size, over every graph of the chunk, in one :func:`simplex_min`
         call (each matrix is solved on its own, so a value does not depend on the batch)."""
-        def values_of(idx: list[int]) -> np.ndarray:
-            ks = [np.asarray(reps[g])[sub[:, :, None], sub[:, None, :]] for g, _, sub in (requests[i] for i in idx)]
-            return 1.0 / simplex_min(np.concatenate(ks))
-
-        return self._by_size(requests, values_of)
+        reps = packed
+        ks = [np.asarray(reps[g])[sub[:, :, None], sub[:, None, :]]  # type: ignore[index]
+              for g, sub in ((g, subsets[a:b]) for g, a, b in _graph_runs(graph))]
+        return 1.0 / simplex_min(np.concatenate(ks))
 
     def theta(self, graphs: GraphBatch) -> np.ndarray:
         """(G,) Lovász numbers θ(G) of the graphs (the SDP's optimum)."""
         offsets, pairs = simple_edge_lists(graphs)
-        return np.array([lovasz_representation(int(graphs.nodes_per_graph[g]), pairs[offsets[g]:offsets[g + 1]],
+        sizes = graphs.nodes_per_graph
+        return np.array([lovasz_representation(int(sizes[g]), pairs[offsets[g]:offsets[g + 1]],
                                                float(self.sdp_tol))[0] for g in range(len(graphs))])
 
 
@@ -543,14 +582,20 @@ class SvmThetaKernel(_ThetaKernel):
             out += vals[:, c]
         return out
 
-    def _values(self, reps: dict, requests: list[tuple[int, int, np.ndarray]]) -> list[np.ndarray]:
-        """:meth:`_subset_values` of all the requests of one subset size at once, on the chunk's
-        α laid end to end (the same sums, in the same order)."""
+    def _packed(self, reps: dict[int, object]) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk's α laid end to end, and where each graph's start (by graph index)."""
         ids = sorted(reps)
+        sizes = np.array([len(reps[g]) for g in ids], dtype=np.int64)
+        start = np.zeros(max(ids, default=-1) + 1, dtype=np.int64)
+        start[ids] = np.cumsum(sizes) - sizes
         flat = np.concatenate([np.asarray(reps[g], dtype=np.float64) for g in ids]) if ids else np.zeros(0)
-        start = dict(zip(ids, np.concatenate([[0], np.cumsum([len(reps[g]) for g in ids])]).tolist()))
-        return self._by_size(requests, lambda idx: self._subset_values(
-            flat, np.concatenate([requests[i][2] + start[requests[i][0]] for i in idx])))
+        return flat, start
+
+    def _size_values(self, packed: object, graph: np.ndarray, subsets: np.ndarray) -> np.ndarray:
+        """:meth:`_subset_values` of every subset of one size at once, on the packed α (the
+        same sums, in the same order)."""
+        flat, start = packed  # type: ignore[misc]
+        return self._subset_values(flat, subsets + start[graph][:, None])
 
 
 __all__ = ["LovaszThetaKernel", "SvmThetaKernel", "ThetaFeatures", "ThetaSamples", "graph_hashes", "samples_per_size",
