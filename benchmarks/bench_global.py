@@ -1,8 +1,8 @@
 """WWL, pyramid match, Lovász θ, SVM-θ and the core framework: gramdist vs GraKeL (and the WWL
-authors' package), end to end, one run each.
+authors' package), end to end.
 
     python benchmarks/bench_global.py [--datasets NCI1 DD] [--kernels wwl pyramid_match ...]
-                                      [--limit-s 1800]
+                                      [--limit-s 1800] [--repeats 1]
 
 For each dataset and kernel, each tool runs in a fresh process:
 
@@ -12,6 +12,10 @@ For each dataset and kernel, each tool runs in a fresh process:
 * the reference: its kernel phase (``fit_transform`` on graphs already read and converted)
   timed inside its process, and its end-to-end wall time; killed after ``--limit-s``
   seconds (30 minutes by default) and reported as a timeout.
+
+``--repeats N`` runs the two tools N times each, in turn (ours, the reference, ours, ...), and
+reports the median of each time and the largest peak memory; a timeout or an error is not
+repeated.
 
 References and what is compared (see each kernel's docstring for why they differ):
 
@@ -47,6 +51,7 @@ from common import (  # noqa: E402
     gramdist_cmd,
     kernel_seconds,
     last_json_line,
+    median_of_runs,
     run_measured,
     save,
     this_command,
@@ -101,7 +106,7 @@ print(json.dumps({"kernel_s": kernel_s}))
 COMPARABLE = {"wwl", "core"}
 
 
-def bench(dataset: str, kernel: str, workdir: Path, limit_s: int, reference: bool = True) -> dict:
+def bench(dataset: str, kernel: str, workdir: Path, limit_s: int, reference: bool = True, repeats: int = 1) -> dict:
     row: dict = {"dataset": dataset, "kernel": kernel, "params": KERNELS[kernel]}
     if (kernel, dataset) in SKIP:
         row["skipped"] = SKIP[kernel, dataset]
@@ -111,39 +116,51 @@ def bench(dataset: str, kernel: str, workdir: Path, limit_s: int, reference: boo
     job_path = workdir / f"{dataset.lower()}-{kernel}.yaml"
     job_path.write_text(yaml.safe_dump(job))
     store = workdir / f"{dataset}-{kernel}.zarr"
+    tool = "wwl package" if kernel == "wwl" else "grakel"
+    row["reference"] = tool
+    ref_out = workdir / f"{dataset}-{kernel}-ref.npy"
+    ours_runs, ref_runs = [], []
+    for _ in range(repeats):  # in turn, so that a drift of the machine's speed hits both
+        ours_runs.append(_ours(job_path, store, limit_s))
+        if reference:
+            ref_runs.append(_reference(dataset, kernel, ref_out, limit_s))
+        if any("timeout_s" in r or "error" in r for r in ours_runs + ref_runs):
+            break  # a timeout or an error is the figure: not repeated
+    row["gramdist"] = median_of_runs(ours_runs)
+    if not ref_runs:  # --gramdist-only: the reference's figure comes from an earlier run
+        return row
+    row[tool] = median_of_runs(ref_runs)
+    if "kernel_s" in row["gramdist"] and "kernel_s" in row[tool]:
+        row["kernel_speedup"] = row[tool]["kernel_s"] / row["gramdist"]["kernel_s"]
+        row["end_to_end_speedup"] = row[tool]["end_to_end_s"] / row["gramdist"]["end_to_end_s"]
+        if kernel in COMPARABLE:
+            from gramdist import open_gram
+
+            row["max_abs_difference"] = float(np.max(np.abs(np.asarray(open_gram(store)[0]) - np.load(ref_out))))
+    return row
+
+
+def _ours(job_path: Path, store: Path, limit_s: int) -> dict:
     ours = run_measured(["timeout", str(limit_s), *gramdist_cmd("run", str(job_path), "--out", str(store),
                                                                 "--overwrite", "--quiet", "--json")])
     if ours["returncode"] == 124:
-        row["gramdist"] = {"timeout_s": limit_s}
-    elif ours["returncode"]:
+        return {"timeout_s": limit_s}
+    if ours["returncode"]:
         raise SystemExit(ours["stderr"])
-    else:
-        t = last_json_line(ours["stdout"])["timings"]
-        row["gramdist"] = {"end_to_end_s": ours["wall_s"], "kernel_s": kernel_seconds(t),
-                           "timings": t, "peak_total_mb": ours["peak_total_mb"],
-                           "peak_process_mb": ours["peak_process_mb"]}
-    tool = "wwl package" if kernel == "wwl" else "grakel"
-    row["reference"] = tool
-    if not reference:  # --gramdist-only: the reference's figure comes from an earlier run
-        return row
-    ref_out = workdir / f"{dataset}-{kernel}-ref.npy"
+    t = last_json_line(ours["stdout"])["timings"]
+    return {"end_to_end_s": ours["wall_s"], "kernel_s": kernel_seconds(t), "timings": t,
+            "peak_total_mb": ours["peak_total_mb"], "peak_process_mb": ours["peak_process_mb"]}
+
+
+def _reference(dataset: str, kernel: str, ref_out: Path, limit_s: int) -> dict:
     theirs = run_measured(["timeout", str(limit_s), sys.executable, "-c", REFERENCE_SCRIPT, dataset, kernel,
                            str(ref_out), str(Path(__file__).resolve().parent)])
     if theirs["returncode"] == 124:
-        row[tool] = {"timeout_s": limit_s}
-    elif theirs["returncode"]:
-        row[tool] = {"error": theirs["stderr"].strip().splitlines()[-1] if theirs["stderr"].strip() else "failed"}
-    else:
-        row[tool] = {"end_to_end_s": theirs["wall_s"], "kernel_s": last_json_line(theirs["stdout"])["kernel_s"],
-                     "peak_total_mb": theirs["peak_total_mb"], "peak_process_mb": theirs["peak_process_mb"]}
-        if "kernel_s" in row.get("gramdist", {}):
-            row["kernel_speedup"] = row[tool]["kernel_s"] / row["gramdist"]["kernel_s"]
-            row["end_to_end_speedup"] = row[tool]["end_to_end_s"] / row["gramdist"]["end_to_end_s"]
-            if kernel in COMPARABLE:
-                from gramdist import open_gram
-
-                row["max_abs_difference"] = float(np.max(np.abs(np.asarray(open_gram(store)[0]) - np.load(ref_out))))
-    return row
+        return {"timeout_s": limit_s}
+    if theirs["returncode"]:
+        return {"error": theirs["stderr"].strip().splitlines()[-1] if theirs["stderr"].strip() else "failed"}
+    return {"end_to_end_s": theirs["wall_s"], "kernel_s": last_json_line(theirs["stdout"])["kernel_s"],
+            "peak_total_mb": theirs["peak_total_mb"], "peak_process_mb": theirs["peak_process_mb"]}
 
 
 def _fmt(x: dict, key: str) -> str:
@@ -159,6 +176,8 @@ def main() -> None:
     ap.add_argument("--datasets", nargs="+", default=["NCI1", "DD"])
     ap.add_argument("--kernels", nargs="+", default=list(KERNELS), choices=list(KERNELS))
     ap.add_argument("--limit-s", type=int, default=1800, help="time limit per run (default 30 minutes)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs of each tool, in turn; the medians are reported (every run's kept in the JSON)")
     ap.add_argument("--gramdist-only", action="store_true",
                     help="run gramdist alone (a reference's figure, e.g. a 30-minute timeout, kept from an earlier run)")
     args = ap.parse_args()
@@ -166,7 +185,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for ds in args.datasets:
             for kernel in args.kernels:
-                rows.append(bench(ds, kernel, Path(tmp), args.limit_s, not args.gramdist_only))
+                rows.append(bench(ds, kernel, Path(tmp), args.limit_s, not args.gramdist_only, args.repeats))
                 print(f"{ds} {kernel}: done", file=sys.stderr)
     save("global", {"command": this_command(), "results": rows})
     print("| dataset | kernel | tool | end to end (s) | kernel phase (s) | peak memory, all processes (MB) |")

@@ -309,7 +309,8 @@ class _ThetaKernel(GraphKernel):
         raise NotImplementedError
 
     def _packed(self, reps: dict[int, object]) -> object:
-        """The chunk's representations as :meth:`_size_values` takes them (as they are here)."""
+        """The chunk's representations in the form :meth:`_size_values` takes: here the dict of
+        them by graph, as :meth:`_graph_states` gives it."""
         return reps
 
     def _size_values(self, packed: object, graph: np.ndarray, subsets: np.ndarray) -> np.ndarray:
@@ -478,9 +479,10 @@ class LovaszThetaKernel(_ThetaKernel):
     def _size_values(self, packed: object, graph: np.ndarray, subsets: np.ndarray) -> np.ndarray:
         """All subsets of one size, over every graph of the chunk, in one :func:`simplex_min`
         call (each matrix is solved on its own, so a value does not depend on the batch)."""
-        reps = packed
-        ks = [np.asarray(reps[g])[sub[:, :, None], sub[:, None, :]]  # type: ignore[index]
-              for g, sub in ((g, subsets[a:b]) for g, a, b in _graph_runs(graph))]
+        ks = []
+        for g, a, b in _graph_runs(graph):
+            sub, k = subsets[a:b], np.asarray(packed[g])  # type: ignore[index]
+            ks.append(k[sub[:, :, None], sub[:, None, :]])
         return 1.0 / simplex_min(np.concatenate(ks))
 
     def theta(self, graphs: GraphBatch) -> np.ndarray:
