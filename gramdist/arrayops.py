@@ -29,13 +29,23 @@ def counted(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x[starts], np.diff(np.append(starts, len(x)))
 
 
-def run_starts(x: np.ndarray) -> np.ndarray:
-    """(len(x),) bool: where a run of equal values of the sorted ``x`` starts."""
+def run_starts(x: np.ndarray, *more: np.ndarray) -> np.ndarray:
+    """(len(x),) bool: where a run of equal values of the sorted ``x`` starts; with ``more``
+    arrays of the same length, a run of equal tuples (items sorted by them together)."""
     keep = np.empty(len(x), dtype=bool)
     if len(x):
         keep[0] = True
         np.not_equal(x[1:], x[:-1], out=keep[1:])
+        for y in more:
+            keep[1:] |= y[1:] != y[:-1]
     return keep
+
+
+def rank_in_runs(starts: np.ndarray) -> np.ndarray:
+    """(len(starts),) int64: each item's 0-based position in its run, ``starts`` being the
+    :func:`run_starts` mask."""
+    first = np.flatnonzero(starts)
+    return np.arange(len(starts), dtype=np.int64) - np.repeat(first, np.diff(np.append(first, len(starts))))
 
 
 def find_sorted(haystack: np.ndarray, needles: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

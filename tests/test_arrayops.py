@@ -87,3 +87,14 @@ def test_stable_order_is_the_stable_argsort(n_ids, dtype):
     ids[:1000] = ids[0]  # a long run of ties
     assert np.array_equal(stable_order(ids, n_ids), np.argsort(ids, kind="stable"))
     assert stable_order(ids[:0], n_ids).shape == (0,)
+
+
+def test_run_starts_of_tuples_and_ranks_in_runs():
+    from gramdist.arrayops import rank_in_runs, run_starts
+
+    a = np.array([0, 0, 0, 1, 1, 2])
+    b = np.array([5, 5, 6, 6, 6, 6])
+    assert run_starts(a).tolist() == [True, False, False, True, False, True]
+    assert run_starts(a, b).tolist() == [True, False, True, True, False, True]
+    assert rank_in_runs(run_starts(a, b)).tolist() == [0, 1, 0, 0, 1, 0]
+    assert run_starts(np.zeros(0), np.zeros(0)).tolist() == [] and rank_in_runs(np.zeros(0, bool)).tolist() == []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gramdist.arrayops import rank_in_runs, run_starts
 from gramdist.kernels.hashing import combine
 from gramdist.kernels.sparse import SparseFeatures
 
@@ -45,10 +46,5 @@ def unary_features(rows: np.ndarray, labels: np.ndarray, n_rows: int, salt: np.u
         return SparseFeatures.empty(n_rows)
     order = np.lexsort((labels, rows))
     r, lab = rows[order], labels[order]
-    new = np.empty(len(r), dtype=bool)
-    new[0] = True
-    np.logical_or(r[1:] != r[:-1], lab[1:] != lab[:-1], out=new[1:])
-    idx = np.arange(len(r), dtype=np.int64)
-    start = np.maximum.accumulate(np.where(new, idx, 0))
-    rank = (idx - start + 1).astype(np.uint64)
+    rank = (rank_in_runs(run_starts(r, lab)) + 1).astype(np.uint64)
     return SparseFeatures.from_pairs(r, combine(salt, lab, rank), 1.0, n_rows)

@@ -223,9 +223,7 @@ class SparseFeatures(DerivedCache):
             return cls.empty(len(indptr) - 1)
         scalar = np.ndim(v) == 0
         k, sv = sort_segments(k, indptr, None if scalar else v, copy=not owned)
-        new = np.empty(len(k), dtype=bool)
-        new[0] = True
-        new[1:] = k[1:] != k[:-1]
+        new = run_starts(k)
         new[indptr[:-1][indptr[:-1] < len(k)]] = True  # a graph's first entry starts a group
         starts = None if new.all() else np.flatnonzero(new)
         del new  # a byte per pair: gone before the values are formed

@@ -72,7 +72,7 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from gramdist.arrayops import group_offsets, run_starts
+from gramdist.arrayops import group_offsets, rank_in_runs, run_starts
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import POOLED_NODE_WEIGHT, GraphKernel, KernelState, check_param
 from gramdist.kernels.hashing import combine, multiset_sum, tag
@@ -163,8 +163,7 @@ def _draw_subsets(graphs: GraphBatch, seed: int, lo: int, hi: int, n_samples: in
         return SubsetDraws(empty, empty, empty, np.zeros((0, hi), dtype=np.int64))
     size = np.concatenate(plans)
     graph = np.repeat(np.array(ids, dtype=np.int64), [len(p) for p in plans])
-    first = np.flatnonzero(run_starts(graph) | run_starts(size))  # each (graph, size) group's first row
-    rank = np.arange(len(size)) - np.repeat(first, np.diff(np.append(first, len(size))))
+    rank = rank_in_runs(run_starts(graph, size))  # among the rows of its (graph, size) group
     return SubsetDraws(graph, size, rank, np.concatenate(tops).astype(np.int64, copy=False))
 
 
@@ -336,7 +335,8 @@ class _ThetaKernel(GraphKernel):
         # values must not depend on the thread count of the worker computing them
         with threadpool_limits(1):
             draws = _draw_subsets(graphs, int(state.attrs.get("seed", 0)), lo, hi, s_max)
-            reps, not_converged = self._graph_states(graphs, np.unique(draws.graph).tolist(), offsets, pairs)
+            drawn = draws.graph[run_starts(draws.graph)].tolist()  # rows come grouped by graph
+            reps, not_converged = self._graph_states(graphs, drawn, offsets, pairs)
             packed = self._packed(reps)
             for d in range(lo, hi + 1):
                 rows = np.flatnonzero(draws.size == d)
@@ -345,7 +345,7 @@ class _ThetaKernel(GraphKernel):
                     values[graph, d - lo, draws.slot[rows]] = self._size_values(
                         packed, graph, np.sort(draws.nodes[rows, :d], axis=1))
         counts = np.bincount(draws.graph * n_sizes + (draws.size - lo), minlength=len(graphs) * n_sizes)
-        counts = counts.reshape(len(graphs), n_sizes).astype(np.int64)
+        counts = counts.reshape(len(graphs), n_sizes).astype(np.int64, copy=False)
         flag = np.array([not_converged], dtype=np.int64)
         emb = ThetaSamples(values, counts, flag)
         if self.base_kernel == "linear":
