@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import zarr
 
-from gramdist.engine.store.chunkfiles import chunk_encoding, write_chunk
+from gramdist.engine.store.chunkfiles import chunk_encoding, write_chunk, write_small_group
 from gramdist.engine.store.gram import create_tile_arrays, folder_of
 from gramdist.engine.store.grids import TileGrid
 from gramdist.engine.store.location import Location
@@ -87,3 +88,79 @@ def test_anything_but_one_whole_local_chunk_is_left_to_zarr(tmp_path):
     assert chunk_encoding(zstd) is None
     assert not write_chunk(zstd, Location(tmp_path / "zstd.zarr"), (0, 0), ((0, 5), (0, 5)), block)
     assert not (folder / "c").exists()
+
+
+# ------------------------------------------------------------------ write_small_group
+_SMALL_ARRAYS = {
+    "indptr": np.array([0, 2, 5], dtype=np.int64),
+    "keys": np.array([3, 1, 4, 1, 5], dtype=np.uint64),
+    "values": np.linspace(0.0, 1.0, 5),
+    "flags": np.array([True, False]),
+    "block": np.arange(12, dtype=np.float32).reshape(3, 4),
+    "scalar": np.array(7, dtype=np.int32),
+    "empty": np.zeros((0, 3), dtype=np.float64),
+}
+
+
+def _by_zarr(folder: Path, arrays: dict[str, np.ndarray], attrs: dict, level: int) -> None:
+    """The same group written through Zarr's API: what write_small_group must reproduce."""
+    from gramdist.engine.store.base import blosc
+
+    group = zarr.open_group(str(folder), mode="w", zarr_format=3)
+    for name, value in arrays.items():
+        arr = group.create_array(name, shape=value.shape, chunks=tuple(max(1, d) for d in value.shape),
+                                 dtype=value.dtype, fill_value=0, compressors=blosc(level, value.dtype.itemsize),
+                                 config={"write_empty_chunks": True})
+        if value.size:
+            arr[...] = value
+    group.attrs.update(attrs)
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_a_small_group_is_the_files_zarr_writes(tmp_path, level):
+    attrs = {"class": "x.Y", "none": ["absent"], "complete": True}
+    _by_zarr(tmp_path / "by_zarr.zarr" / "g", _SMALL_ARRAYS, attrs, level)
+    zarr.open_group(str(tmp_path / "direct.zarr"), mode="w", zarr_format=3)
+    assert write_small_group(Location(tmp_path / "direct.zarr"), ("g",), _SMALL_ARRAYS, attrs, level)
+    ours, theirs = tmp_path / "direct.zarr" / "g", tmp_path / "by_zarr.zarr" / "g"
+    files = sorted(p.relative_to(ours).as_posix() for p in ours.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(theirs).as_posix() for p in theirs.rglob("*") if p.is_file())
+    assert "scalar/c" in files and not any(f.startswith("empty/c") for f in files)
+    for f in files:
+        if f.endswith("zarr.json"):  # the same documents (Zarr may order or space its keys otherwise)
+            assert json.loads((ours / f).read_bytes()) == json.loads((theirs / f).read_bytes()), f
+        else:
+            assert (ours / f).read_bytes() == (theirs / f).read_bytes(), f
+    group = zarr.open_group(str(ours), mode="r")
+    assert dict(group.attrs) == attrs
+    for name, value in _SMALL_ARRAYS.items():
+        got = group[name][...]
+        assert got.dtype == value.dtype and got.shape == value.shape
+        np.testing.assert_array_equal(got, value)
+    assert not [p for p in ours.rglob(".*")]
+
+
+def test_a_small_group_replaces_the_old_one_and_its_attributes_come_last(tmp_path, monkeypatch):
+    store = Location(tmp_path / "s.zarr")
+    zarr.open_group(str(tmp_path / "s.zarr"), mode="w", zarr_format=3)
+    assert write_small_group(store, ("g",), {"a": np.arange(3), "old": np.arange(2)}, {"complete": True})
+    written: list[tuple[str, ...]] = []
+    real = Location.write_atomic
+
+    def record(self, data, *parts):
+        written.append(parts)
+        return real(self, data, *parts)
+
+    monkeypatch.setattr(Location, "write_atomic", record)
+    assert write_small_group(store, ("g",), {"a": np.arange(4)}, {"complete": True, "n": 4})
+    assert written[-1] == ("g", "zarr.json") and len(written) == 3  # a's document and chunk, then the group's
+    assert not (tmp_path / "s.zarr" / "g" / "old").exists()  # nothing of the old group survives
+    np.testing.assert_array_equal(zarr.open_group(str(tmp_path / "s.zarr" / "g"), mode="r")["a"][...], np.arange(4))
+
+
+def test_a_small_group_zarr_must_write_is_left_to_it(tmp_path):
+    zarr.open_group(str(tmp_path / "s.zarr"), mode="w", zarr_format=3)
+    assert not write_small_group(SimpleNamespace(remote=True), ("g",), {"a": np.arange(3)}, {})  # a bucket
+    assert not write_small_group(Location(tmp_path / "s.zarr"), ("g",),
+                                 {"a": np.arange(3), "z": np.ones(2, dtype=np.complex128)}, {})
+    assert not (tmp_path / "s.zarr" / "g").exists()  # nothing written when one array cannot be

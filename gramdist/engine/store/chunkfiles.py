@@ -13,10 +13,20 @@ The bytes are exactly those Zarr writes: :func:`chunk_encoding` accepts only the
 gramdist's stores use (a regular grid, the ``bytes`` codec, at most one ``blosc`` codec), which
 the tests check against Zarr's own chunk files for every compression level, both Gram dtypes and
 padded edge chunks. Any other array, and every array in an object store, is written by Zarr.
+
+:func:`write_small_group` writes a whole group of one-chunk arrays the same way (a kept
+embedding: four arrays and the group's attributes). Through Zarr that was 14 hand-offs to its
+event loop, about 11 ms per NCI1 chunk of SVM-θ and 13 % of that job's wall time, and the files
+then waited for the store's completion to be synced; here it is nine small files written and
+fsynced in the calling thread, about 3 ms. The metadata documents are Zarr's own
+(``metadata.to_dict()`` of the same array created in memory), with the shape put in.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -100,4 +110,69 @@ def _is_whole_chunk(chunk: tuple[int, ...], shape: tuple[int, ...], coords: tupl
                for (start, stop), c, n, size in zip(region, coords, chunk, shape, strict=True))
 
 
-__all__ = ["ChunkEncoding", "chunk_encoding", "write_chunk"]
+@dataclass(frozen=True)
+class _OneChunkTemplate:
+    """What Zarr writes for a one-chunk array of a dtype and rank: its metadata document (for
+    shape ``(1,) * ndim``), its chunk's key and its chunks' encoding."""
+
+    metadata: dict[str, Any]
+    chunk_key: str
+    encoding: ChunkEncoding
+
+    def files(self, values: np.ndarray) -> dict[str, bytes | memoryview]:
+        """The files of ``values`` as such an array (chunks of its shape, at least 1 per axis)."""
+        chunks = tuple(max(1, n) for n in values.shape)
+        meta = copy.deepcopy(self.metadata)
+        meta["shape"] = list(values.shape)
+        meta["chunk_grid"]["configuration"]["chunk_shape"] = list(chunks)
+        out: dict[str, bytes | memoryview] = {"zarr.json": _json_bytes(meta)}
+        if values.size:  # then chunks == values.shape: one whole chunk
+            out[self.chunk_key] = dataclasses.replace(self.encoding, shape=chunks).encode(values)
+        return out
+
+
+def _json_bytes(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, indent=2).encode()  # as Zarr indents its documents
+
+
+@lru_cache(maxsize=64)
+def _one_chunk_template(dtype: str, ndim: int, compression_level: int) -> _OneChunkTemplate | None:
+    from gramdist.engine.store.base import blosc
+
+    zarr = deferred_import("zarr")
+    shape = (1,) * ndim
+    arr = zarr.create_array(deferred_import("zarr.storage").MemoryStore(), shape=shape, chunks=shape,
+                            dtype=np.dtype(dtype), fill_value=0, zarr_format=3,
+                            compressors=blosc(compression_level, np.dtype(dtype).itemsize))
+    enc = chunk_encoding(arr)
+    if enc is None:
+        return None
+    return _OneChunkTemplate(arr.metadata.to_dict(), arr.metadata.encode_chunk_key((0,) * ndim), enc)
+
+
+def write_small_group(location: Location, parts: tuple[str, ...], arrays: dict[str, np.ndarray],
+                      attrs: dict[str, Any], compression_level: int = 1) -> bool:
+    """Replace the group ``parts`` of the local store at ``location`` by one holding ``arrays``
+    (each one chunk, Blosc LZ4 at ``compression_level``) and then ``attrs``, every file fsynced
+    before it is renamed into place (durable on return; the folders are synced at completion).
+    The attributes go last, so a group whose writer was killed halfway has none.
+    False, with nothing written, where Zarr must write it (an object store, or a dtype this
+    module does not encode)."""
+    if location.remote:
+        return False
+    files: dict[tuple[str, ...], bytes | memoryview] = {}
+    for name, value in arrays.items():
+        template = _one_chunk_template(value.dtype.str, value.ndim, compression_level)
+        if template is None:
+            return False
+        for key, data in template.files(value).items():
+            files[(name, *key.split("/"))] = data
+    location.remove_child(*parts)
+    for rel, data in files.items():
+        location.write_atomic(data, *parts, *rel)
+    group = deferred_import("zarr.core.group").GroupMetadata(attributes=attrs, zarr_format=3)
+    location.write_atomic(_json_bytes(group.to_dict()), *parts, "zarr.json")
+    return True
+
+
+__all__ = ["ChunkEncoding", "chunk_encoding", "write_chunk", "write_small_group"]

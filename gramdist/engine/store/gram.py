@@ -541,9 +541,12 @@ class GramStore(Store):
         return self.grid.count_done(self.done_mask())
 
     def mark_complete(self) -> bool:
-        """Set ``complete`` iff every tile is on disk (done-mask) and the diagonal is stored."""
+        """Set ``complete`` iff every tile is on disk (done-mask) and the diagonal is stored.
+        Kept embeddings are durable when written (``state.write_embedding``): only their
+        folders are synced here. (One left unsynced by an interrupted run of gramdist 0.2 is
+        still a cache checked by its digest when read: lost, it is embedded again.)"""
         self._check_fence()
-        return mark_group_complete(self.root, self.grid)
+        return mark_group_complete(self.root, self.grid, durable=(EMBEDDINGS,))
 
     def is_finished(self) -> bool:
         """Marked complete, and the done-mask on disk agrees (what a rerun checks first)."""

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from gramdist.arrayops import digest_arrays
-from gramdist.engine.store.base import as_location, open_root, read_array, zarr
+from gramdist.engine.store.base import as_location, open_root, read_array, sync_tree, zarr
+from gramdist.engine.store.chunkfiles import write_small_group
 from gramdist.engine.store.layout import EMBEDDINGS
 from gramdist.errors import StoreError
 from gramdist.kernels import MOVED_CLASSES
@@ -133,7 +134,8 @@ def keep_budget(setting: bool | str | None, chunk: int, n_cols: int, itemsize: i
 def write_embedding(path: str, name: str, emb: Any, checksum: str, max_bytes: int | None = None) -> bool:
     """Keep the embedding of chunk ``name`` (``r<i>`` / ``c<j>``) in ``path/embeddings/name``,
     tagged with the content checksum of the chunk's graphs; False when it is not keepable (or
-    its arrays take more than ``max_bytes``)."""
+    its arrays take more than ``max_bytes``). A local store's files are on disk on return (the
+    store's completion syncs only the folders of ``embeddings/``)."""
     cls = type(emb)
     if not dataclasses.is_dataclass(emb) or not cls.__module__.startswith(_KERNEL_PACKAGE):
         return False
@@ -142,18 +144,21 @@ def write_embedding(path: str, name: str, emb: Any, checksum: str, max_bytes: in
         return False
     if max_bytes is not None and sum(v.nbytes for v in values.values() if v is not None) > max_bytes:
         return False
-    group = zarr.open_group(str(as_location(path).child(EMBEDDINGS, name)), mode="w", zarr_format=3)
-    for key, value in values.items():
-        if value is not None:
-            value = np.ascontiguousarray(value)
-            arr = group.create_array(key, shape=value.shape, chunks=tuple(max(1, d) for d in value.shape),
-                                     dtype=value.dtype, fill_value=0, config={"write_empty_chunks": True})
-            if value.size:
-                arr[...] = value
+    attrs = {"class": f"{cls.__module__}.{cls.__qualname__}", "checksum": checksum,
+             "none": [k for k, v in values.items() if v is None], "digest": digest_arrays(values), "complete": True}
+    arrays = {k: np.ascontiguousarray(v) for k, v in values.items() if v is not None}
+    location = as_location(path)
+    if write_small_group(location, (EMBEDDINGS, name), arrays, attrs):
+        return True
+    group = zarr.open_group(str(location.child(EMBEDDINGS, name)), mode="w", zarr_format=3)
+    for key, value in arrays.items():
+        arr = group.create_array(key, shape=value.shape, chunks=tuple(max(1, d) for d in value.shape),
+                                 dtype=value.dtype, fill_value=0, config={"write_empty_chunks": True})
+        if value.size:
+            arr[...] = value
     # written last: a group without it (a writer killed halfway) is never read
-    group.attrs.update({"class": f"{cls.__module__}.{cls.__qualname__}", "checksum": checksum,
-                        "none": [k for k, v in values.items() if v is None], "digest": digest_arrays(values),
-                        "complete": True})
+    group.attrs.update(attrs)
+    sync_tree(location.child(EMBEDDINGS, name))  # durable on return, like write_small_group's
     return True
 
 
