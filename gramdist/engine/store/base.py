@@ -296,7 +296,8 @@ class Store:
 
     def _set(self, **values: Any) -> None:
         self._check_fence()
-        self.root.attrs.update(as_jsonable(values))
+        # one write of the group's zarr.json: ``attrs.update`` would write it once per key
+        self.root.update_attributes(as_jsonable(values))
 
     def attributes(self) -> dict[str, Any]:
         """A copy of every group attribute (what ``gramdist info --json`` shows)."""

@@ -123,7 +123,7 @@ def write_batch(group: Any, batch: GraphBatch) -> None:
         if value.size:
             arr[...] = value
         present.append(name)
-    group.attrs.update({"arrays": present, "name": batch.name})
+    group.update_attributes({"arrays": present, "name": batch.name})
 
 
 def read_batch(group: Any, where: str) -> GraphBatch:
@@ -273,7 +273,7 @@ class FeatureStore(Store):
                                  dtype=np.float64, fill_value=0.0, overwrite=True)
         arr[...] = proj
         write_batch(group.require_group("landmarks"), state.landmarks)
-        group.attrs.update(as_jsonable(state.attrs))
+        group.update_attributes(as_jsonable(state.attrs))
         self._record_digest(NYSTROEM, _nystroem_digest(state))
         n, chunk_rows = self.grid.n_graphs, self.grid.chunk
         self.root.create_array("features", shape=(n, state.rank), chunks=(max(1, min(chunk_rows, n)),

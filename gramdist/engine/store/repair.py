@@ -280,7 +280,7 @@ def _repair_vector(root: Any, location: Location, name: str, problem: str, check
         changes = {"damaged_vectors": sorted({*(root.attrs.get("damaged_vectors") or []), name})}
     check.lost(f"{location}: {name} ({_MEANINGS[name]}) {problem}: {line}", done)
     if check.repair:
-        root.attrs.update({**changes, "complete": False})
+        root.update_attributes({**changes, "complete": False})
 
 
 def _changed_digests(root: Any, location: Location) -> dict[str, str]:

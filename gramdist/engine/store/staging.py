@@ -203,7 +203,7 @@ class Staging:
         record = dict(root.attrs.get("pending_append") or {})
         record["state"] = "committing"
         generation = int(root.attrs.get("generation", 0)) + 1
-        root.attrs.update({"pending_append": record, "generation": generation, "complete": False})
+        root.update_attributes({"pending_append": record, "generation": generation, "complete": False})
         _move_chunks(location, f"{name}/gram", "gram")
         _move_folders(location, f"{name}/{EMBEDDINGS}", EMBEDDINGS)
         location.copy_file(f"{name}/gram/zarr.json", "gram/zarr.json")
@@ -214,7 +214,7 @@ class Staging:
         for vec in ("diag", "diag_cols", "y", "graph_ids", "graph_ids_cols"):
             if present(group, vec):
                 self.store._write_vector(vec, read_array(group, vec, self.folder))
-        root.attrs.update(as_jsonable(dict(group.attrs["commit_attrs"])) | {
+        root.update_attributes(as_jsonable(dict(group.attrs["commit_attrs"])) | {
             "generation": generation + 1, "diag_complete": bool(group.attrs.get("diag_complete"))})
         # the chunks and embeddings renamed in were synced with the staging group (or when the store
         # completed before): only the folders and the files rewritten here need syncing
@@ -249,7 +249,7 @@ def begin_append(store: GramStore, grid: TileGrid, *, mask: np.ndarray, checksum
                     "gramdist_version": entry.gramdist_version, "damaged_vectors": None,
                     "checksummed": True}  # every record array is rewritten whole by the commit
     # the state lives in the main store: the staging group never fits one
-    group.attrs.update({"checksummed": True, "state_complete": True, "diag_complete": False,
+    group.update_attributes({"checksummed": True, "state_complete": True, "diag_complete": False,
                         "tile_size": grid.tile, "symmetric": grid.symmetric, "checksum_format": store.checksum_format,
                         "commit_attrs": as_jsonable(commit_attrs)})
     old = store.grid

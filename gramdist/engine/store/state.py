@@ -41,7 +41,7 @@ def write_state_group(group: Any, state: KernelState) -> None:
                                  dimension_names=state_dimensions(name, value.ndim))
         if value.size:
             arr[...] = value
-    group.attrs.update({"kernel_attrs": as_jsonable(state.attrs), "arrays": sorted(state.arrays)})
+    group.update_attributes({"kernel_attrs": as_jsonable(state.attrs), "arrays": sorted(state.arrays)})
 
 
 def read_state_group(group: Any, where: str) -> KernelState:
@@ -157,7 +157,7 @@ def write_embedding(path: str, name: str, emb: Any, checksum: str, max_bytes: in
         if value.size:
             arr[...] = value
     # written last: a group without it (a writer killed halfway) is never read
-    group.attrs.update(attrs)
+    group.update_attributes(attrs)
     sync_tree(location.child(EMBEDDINGS, name))  # durable on return, like write_small_group's
     return True
 
