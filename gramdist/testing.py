@@ -9,6 +9,7 @@ neighbour lists the brute-force references of several kernels' tests walk.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -83,7 +84,9 @@ class LocalS3:
 
     :attr:`env` holds what a client needs (``AWS_ENDPOINT_URL``, dummy credentials, a region):
     set it in ``os.environ`` (and a cluster's workers' environment) to reach the server.
-    :meth:`requests` counts the requests it served so far (from its access log).
+    :meth:`requests` counts the requests it served so far (from its access log). The server's
+    log goes to ``log``, or to a temporary file removed on exit (kept when the server did not
+    start: the error names it).
     """
 
     def __init__(self, bucket: str = "gramdist", log: str | None = None, endpoint: str | None = None) -> None:
@@ -91,6 +94,7 @@ class LocalS3:
         self.port = 0
         self._proc: Any = None
         self._log: Any = None
+        self._own_log = False  # a temporary log made here: removed on a normal exit
 
     @property
     def endpoint(self) -> str:
@@ -117,7 +121,10 @@ class LocalS3:
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
                 self.port = s.getsockname()[1]
-            self.log_path = self.log_path or tempfile.mkstemp(prefix="gramdist-s3-", suffix=".log")[1]
+            if self.log_path is None:
+                fd, self.log_path = tempfile.mkstemp(prefix="gramdist-s3-", suffix=".log")
+                os.close(fd)
+                self._own_log = True
             self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in __exit__
             self._proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
                                           stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
@@ -128,6 +135,7 @@ class LocalS3:
                 break
             except OSError:
                 if (self._proc is not None and self._proc.poll() is not None) or time.time() > deadline:
+                    self._own_log = False  # kept for the message below
                     self.__exit__()
                     raise RuntimeError(f"the local S3 server did not start (moto[server] installed?); see {self.log_path}") from None
                 time.sleep(0.2)
@@ -158,3 +166,7 @@ class LocalS3:
                 self._proc.kill()
         if self._log is not None:
             self._log.close()
+            self._log = None
+        if self._own_log and self.log_path is not None:
+            Path(self.log_path).unlink(missing_ok=True)
+            self.log_path = None

@@ -14,6 +14,7 @@ import subprocess
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -371,3 +372,16 @@ def test_datasets_in_a_bucket_a_tu_folder_a_data_root_and_a_smiles_file(s3, tmp_
         load_dataset({"path": f"s3://{root}/NOPE"})
     with pytest.raises(Exception, match="not fetched from a URL"):
         load_dataset({"path": f"s3://{root}/MUTAG"}, recorded=True)
+
+
+def test_the_local_server_removes_the_log_it_made(s3, tmp_path):
+    # its own server (not the module's, which may be one given by CI): started and stopped here
+    with LocalS3(bucket="gramdist-log-test") as server:
+        log = Path(server.log_path)
+        assert log.is_file() and log.name.startswith("gramdist-s3-")
+        assert server.requests() >= 1  # the bucket's creation
+    assert not log.exists()
+    kept = tmp_path / "s3.log"
+    with LocalS3(bucket="gramdist-log-test", log=str(kept)):
+        pass
+    assert kept.is_file()  # a log the caller named is the caller's
