@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from gramdist.engine.store.base import blosc, zarr
 from gramdist.engine.store.location import Location
 from gramdist.lazy import deferred_import
 
@@ -137,11 +138,8 @@ def _json_bytes(doc: dict[str, Any]) -> bytes:
 
 @lru_cache(maxsize=64)
 def _one_chunk_template(dtype: str, ndim: int, compression_level: int) -> _OneChunkTemplate | None:
-    from gramdist.engine.store.base import blosc
-
-    zarr = deferred_import("zarr")
     shape = (1,) * ndim
-    arr = zarr.create_array(deferred_import("zarr.storage").MemoryStore(), shape=shape, chunks=shape,
+    arr = zarr.create_array(zarr.storage.MemoryStore(), shape=shape, chunks=shape,
                             dtype=np.dtype(dtype), fill_value=0, zarr_format=3,
                             compressors=blosc(compression_level, np.dtype(dtype).itemsize))
     enc = chunk_encoding(arr)
@@ -170,7 +168,7 @@ def write_small_group(location: Location, parts: tuple[str, ...], arrays: dict[s
     location.remove_child(*parts)
     for rel, data in files.items():
         location.write_atomic(data, *parts, *rel)
-    group = deferred_import("zarr.core.group").GroupMetadata(attributes=attrs, zarr_format=3)
+    group = zarr.core.group.GroupMetadata(attributes=attrs, zarr_format=3)
     location.write_atomic(_json_bytes(group.to_dict()), *parts, "zarr.json")
     return True
 
