@@ -117,13 +117,46 @@ def test_stacked_alphas_match_graph_by_graph():
 
 
 def test_sparse_solver_path_agrees_with_the_dense_one(monkeypatch):
-    g = nx.gnm_random_graph(300, 600, seed=2)
+    g = nx.gnm_random_graph(90, 200, seed=2)
     edges = np.array(list(g.edges()))
-    dense = SvmThetaKernel().alphas(300, edges)
-    monkeypatch.setattr(solvers, "DENSE_MAX", 100)  # ARPACK for λ_min, SuperLU for the QP
-    sparse = SvmThetaKernel().alphas(300, edges)
+    dense = SvmThetaKernel().alphas(90, edges)  # eigvalsh and LAPACK in a stack of one
+    monkeypatch.setattr(solvers, "DENSE_MAX", 50)  # Lanczos for λ_min, SuperLU for the QP
+    sparse = SvmThetaKernel().alphas(90, edges)
     assert np.allclose(dense, sparse, rtol=1e-8, atol=1e-12)
     assert sp.issparse(solvers.svm_theta_matrix(nx.to_scipy_sparse_array(g, format="csr"), 1e-3))
+
+
+@pytest.mark.parametrize("n, m", [(150, 400), (700, 1600)])
+def test_the_three_passive_solvers_give_the_same_alphas(monkeypatch, n, m):
+    """one_class_svm on one K = A/ρ + I three ways: LAPACK on dense K_FF at each step, one
+    SuperLU factorisation of K and K⁻¹'s columns (the capacitance form), SuperLU of K_FF at
+    each step. The same α to rounding, and the KKT conditions hold."""
+    g = nx.gnm_random_graph(n, m, seed=n)
+    k = solvers.svm_theta_matrix(nx.to_scipy_sparse_array(g, format="csr", dtype=np.float64), 1e-3)
+    dense = solvers.one_class_svm(k.toarray())
+    capacitance = solvers.one_class_svm(k)
+    monkeypatch.setattr(solvers, "CAPACITANCE_MAX", 10)
+    refactored = solvers.one_class_svm(k)
+    for alpha in (capacitance, refactored):
+        assert np.allclose(alpha, dense, rtol=1e-9, atol=1e-12)
+    grad = k @ capacitance - 1.0
+    assert (capacitance >= 0).all() and (grad >= -1e-8).all() and abs(capacitance @ grad) < 1e-8
+    assert 0 < (capacitance == 0).sum() < n  # the pivoting moved indices out of the passive set
+
+
+def test_sparse_alphas_have_the_same_bits_alone_and_in_a_batch():
+    """alphas_sparse (one Lanczos run for all of a chunk's large graphs) against one graph at a
+    time: a graph's α do not depend on the others in its chunk."""
+    rng = np.random.default_rng(11)
+    graphs = [nx.gnm_random_graph(int(n), int(2.2 * n), seed=int(rng.integers(1 << 30))) for n in (120, 260, 180, 400)]
+    graphs.insert(2, nx.empty_graph(130))
+    kernel = SvmThetaKernel()
+    sizes = [g.number_of_nodes() for g in graphs]
+    edges = [np.array(sorted(g.edges()), dtype=np.int64).reshape(-1, 2) for g in graphs]
+    together = kernel.alphas_sparse(sizes, edges)
+    for n, e, row in zip(sizes, edges, together):
+        assert np.array_equal(kernel.alphas(n, e), row)
+    assert together[2].tolist() == [1.0] * 130
 
 
 def test_hand_worked_values():

@@ -47,11 +47,17 @@ Choices (the paper leaves them to the user; we follow GraKeL where it is faithfu
   ρ ≥ -λ_min(A); with ρ = -λ_min exactly, K is singular and the α of a graph with an edge
   are not unique (for a single edge, any α_1 + α_2 = 1 is optimal), so subset sums would
   depend on the solver. The margin makes K positive definite and α unique. The QP is solved
-  exactly by block principal pivoting (``solvers.one_class_svm``), dense up to 300 nodes and
+  exactly by block principal pivoting (``solvers.one_class_svm``), dense up to 100 nodes and
   sparse (SuperLU) above, memory O(edges) for large graphs. The dense graphs of a chunk are
   solved in stacks of equal node count (``solvers.one_class_svm_stack``: per-matrix LAPACK
   calls, so a graph's α do not depend on its chunk); their α agree with the one-graph solver
-  to rounding (NCI1's embeddings to 1.7e-14). GraKeL's ``SvmTheta`` runs
+  to rounding (NCI1's embeddings to 1.7e-14). λ_min of the larger ones comes from one Lanczos
+  run over all of a chunk's (``eigen.smallest_eigenvalues``: residual 1e-12 relative, the same
+  bits alone or in any chunk), and their QP from one SuperLU factorisation of K each
+  (``solvers._CapacitanceSolver``; K_FF refactored at each step above 2,000 nodes). Version 2
+  (2026-11-29): version 1 took λ_min from dense ``eigvalsh`` up to 300 nodes and ARPACK above,
+  and refactored K_FF at each step; D&D's Gram moved by at most 1e-14 relative, and its
+  embedding takes 1.8 s instead of 4.2 s. GraKeL's ``SvmTheta`` runs
   libsvm's one-class SVM with ν = 0.5 on the singular K (a different problem: Σα = n/2 with
   α ≤ 1, and K = 0 without the identity for an edgeless graph), and its default metric
   ``np.inner(x, y)[0, 0]`` on (sizes, 1) columns keeps only the size-2 feature, which gets no
@@ -75,6 +81,7 @@ from threadpoolctl import threadpool_limits
 from gramdist.arrayops import group_offsets, rank_in_runs, run_starts
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import POOLED_NODE_WEIGHT, GraphKernel, KernelState, check_param
+from gramdist.kernels.eigen import smallest_eigenvalues
 from gramdist.kernels.hashing import combine, multiset_sum, tag
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 from gramdist.kernels.theta import solvers
@@ -84,7 +91,6 @@ from gramdist.kernels.theta.solvers import (
     one_class_svm_stack,
     require_cvxopt,
     simplex_min,
-    svm_theta_matrix,
 )
 
 _BASES = ("linear", "rbf")
@@ -200,6 +206,22 @@ def simple_edges(graphs: GraphBatch, g: int) -> np.ndarray:
     keep = lo != hi
     pairs = np.unique(np.stack([lo[keep], hi[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), np.int64)
     return pairs.reshape(-1, 2)
+
+
+def _adjacency(n: int, edges: np.ndarray) -> sp.csr_matrix:
+    """(n, n) symmetric 0/1 CSR adjacency of distinct edges ``(m, 2)`` without self-loops."""
+    return sp.csr_matrix((np.ones(2 * len(edges)), (np.concatenate([edges[:, 0], edges[:, 1]]),
+                                                    np.concatenate([edges[:, 1], edges[:, 0]]))), shape=(n, n))
+
+
+def _theta_matrix(n: int, edges: np.ndarray, rho: float) -> sp.csc_matrix:
+    """SVM-θ's ``K = A/ρ + I`` (n, n) of distinct edges ``(m, 2)``, built as CSC at once (K is
+    symmetric: SuperLU's input, with no conversion)."""
+    diag = np.arange(n)
+    rows = np.concatenate([edges[:, 0], edges[:, 1], diag])
+    cols = np.concatenate([edges[:, 1], edges[:, 0], diag])
+    values = np.concatenate([np.full(2 * len(edges), 1.0 / rho), np.ones(n)])
+    return sp.csc_matrix((values, (rows, cols)), shape=(n, n))
 
 
 def simple_edge_lists(graphs: GraphBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -507,8 +529,10 @@ class SvmThetaKernel(_ThetaKernel):
     """
 
     name = "svm_theta"
+    version = 2  # Lanczos and one factorisation per graph above 100 nodes (module docstring)
     # equal-size graphs stacked through LAPACK (eigvalsh, solve) and SuperLU for the large ones:
-    # in the pool, NCI1 end to end 1.41 -> 1.37 s; D&D in process (18 % less CPU than on two workers)
+    # in the pool, NCI1 end to end 1.41 -> 1.37 s; D&D in process (2 threads 2.1-2.2 s against
+    # 2.5-2.8 s in one, 2026-11-29)
     embeds_in_threads = True
     node_weight = POOLED_NODE_WEIGHT
 
@@ -526,13 +550,29 @@ class SvmThetaKernel(_ThetaKernel):
                     f"must be a number in (0, 1], got {self.rho_margin!r}")
 
     def alphas(self, n: int, edges: np.ndarray) -> np.ndarray:
-        """The one-class SVM coefficients α of one graph (local edge list)."""
+        """The one-class SVM coefficients α of one graph (local edge list): the same bits as
+        the embedding's batched paths give it."""
         if n <= solvers.DENSE_MAX:  # small graphs: dense arrays, no sparse-matrix overhead
             return self.alphas_stack(n, [edges])[0]
-        a = sp.coo_matrix((np.ones(2 * len(edges)), (np.concatenate([edges[:, 0], edges[:, 1]]),
-                                                     np.concatenate([edges[:, 1], edges[:, 0]]))),
-                          shape=(n, n)).tocsr()
-        return one_class_svm(svm_theta_matrix(a, float(self.rho_margin)))
+        return self.alphas_sparse([n], [edges])[0]
+
+    def alphas_sparse(self, sizes: list[int], edge_lists: list[np.ndarray]) -> list[np.ndarray]:
+        """The α of graphs of more than ``DENSE_MAX`` nodes (local edge lists): λ_min(A) of
+        all of them by one Lanczos run on their block-diagonal adjacency (each graph's λ the
+        same bits alone or among others), then each one's QP on sparse K."""
+        lam = np.zeros(len(sizes))
+        with_edges = [i for i, e in enumerate(edge_lists) if len(e)]
+        if with_edges:
+            offsets = np.concatenate([[0], np.cumsum([sizes[i] for i in with_edges])]).astype(np.int64)
+            edges = np.concatenate([edge_lists[i] + offsets[j] for j, i in enumerate(with_edges)])
+            lam[with_edges] = smallest_eigenvalues(_adjacency(int(offsets[-1]), edges), offsets)
+        out = []
+        for n, e, x in zip(sizes, edge_lists, lam.tolist()):
+            if not len(e) or x >= 0:  # K = I
+                out.append(np.ones(n))
+            else:
+                out.append(one_class_svm(_theta_matrix(n, e, -x * (1.0 + float(self.rho_margin)))))
+        return out
 
     def alphas_stack(self, n: int, edge_lists: list[np.ndarray]) -> np.ndarray:
         """(B, n) one-class SVM coefficients of B graphs of ``n <= DENSE_MAX`` nodes (local edge
@@ -560,21 +600,24 @@ class SvmThetaKernel(_ThetaKernel):
                       ) -> tuple[dict[int, object], int]:
         """Graphs of up to ``DENSE_MAX`` nodes in stacks of equal size (:meth:`alphas_stack`: on
         NCI1, 4,110 small problems' Python overhead was most of the embedding); larger ones
-        one by one on the sparse path."""
+        together on the sparse path (:meth:`alphas_sparse`)."""
         sizes = graphs.nodes_per_graph
         by_size: dict[int, list[int]] = {}
+        large = []
         for g in ids:
             if sizes[g] <= solvers.DENSE_MAX:
                 by_size.setdefault(int(sizes[g]), []).append(g)
-        reps, not_converged = super()._graph_states(graphs, [g for g in ids if sizes[g] > solvers.DENSE_MAX],
-                                                    offsets, pairs)
+            else:
+                large.append(g)
+        reps: dict[int, object] = dict(zip(large, self.alphas_sparse(
+            [int(sizes[g]) for g in large], [pairs[offsets[g]:offsets[g + 1]] for g in large])))
         for n, same in sorted(by_size.items()):
             step = max(1, _STACK_ENTRIES // max(1, n * n))
             for a in range(0, len(same), step):
                 part = same[a:a + step]
                 alphas = self.alphas_stack(n, [pairs[offsets[g]:offsets[g + 1]] for g in part])
                 reps.update(zip(part, alphas))
-        return reps, not_converged
+        return reps, 0
 
     def _subset_values(self, rep: object, subsets: np.ndarray) -> np.ndarray:
         alpha = np.asarray(rep)
