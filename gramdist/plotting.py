@@ -89,8 +89,15 @@ def display_order(y: np.ndarray | None, n: int) -> tuple[np.ndarray, bool]:
 
 
 def spectrum(gram: np.ndarray) -> np.ndarray:
-    """Eigenvalues of the symmetric part of ``gram``, largest first."""
-    return np.linalg.eigvalsh((gram + gram.T) / 2)[::-1]
+    """Eigenvalues of the symmetric part of ``gram``, largest first: one large LAPACK call,
+    given BLAS threads on every core this process may use (the ``gramdist`` command starts
+    OpenBLAS with one; see ``gramdist.cli``)."""
+    from threadpoolctl import threadpool_limits
+
+    from gramdist.machine import available_cpus
+
+    with threadpool_limits(limits=available_cpus(), user_api="blas"):
+        return np.linalg.eigvalsh((gram + gram.T) / 2)[::-1]
 
 
 def psd_summary(eigenvalues: np.ndarray) -> dict[str, float | bool]:
