@@ -215,13 +215,17 @@ def _adjacency(n: int, edges: np.ndarray) -> sp.csr_matrix:
 
 
 def _theta_matrix(n: int, edges: np.ndarray, rho: float) -> sp.csc_matrix:
-    """SVM-θ's ``K = A/ρ + I`` (n, n) of distinct edges ``(m, 2)``, built as CSC at once (K is
-    symmetric: SuperLU's input, with no conversion)."""
+    """SVM-θ's ``K = A/ρ + I`` (n, n) of distinct edges ``(m, 2)``, as CSC with sorted indices:
+    SuperLU's input. Its arrays are built here (entries sorted by row and column, which for
+    a symmetric K are its CSC arrays): SciPy's COO conversion took 160 µs a graph."""
     diag = np.arange(n)
     rows = np.concatenate([edges[:, 0], edges[:, 1], diag])
     cols = np.concatenate([edges[:, 1], edges[:, 0], diag])
     values = np.concatenate([np.full(2 * len(edges), 1.0 / rho), np.ones(n)])
-    return sp.csc_matrix((values, (rows, cols)), shape=(n, n))
+    order = np.argsort(rows * n + cols)
+    indptr = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return sp.csc_matrix((values[order], cols[order].astype(np.int32), indptr), shape=(n, n))
 
 
 def simple_edge_lists(graphs: GraphBatch) -> tuple[np.ndarray, np.ndarray]:

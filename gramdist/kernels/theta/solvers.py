@@ -289,20 +289,23 @@ class _CapacitanceSolver:
 
     def __init__(self, k: sp.spmatrix) -> None:
         self._lu = _factor_spd(k)
-        self._u = self._lu.solve(np.ones(k.shape[0]))
-        self._cols: dict[int, np.ndarray] = {}
+        n = k.shape[0]
+        self._u = self._lu.solve(np.ones(n))
+        self._cols = np.zeros((n, 0))  # the columns K⁻¹e_j solved so far
+        self._where = np.full(n, -1)  # j's column in _cols, -1 before it is solved
 
     def __call__(self, passive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         g = np.flatnonzero(~passive)
         grad = np.zeros(len(passive))
         if not len(g):
             return self._u.copy(), grad
-        new = [j for j in g.tolist() if j not in self._cols]
-        if new:
+        new = g[self._where[g] < 0]
+        if len(new):
             e = np.zeros((len(passive), len(new)))
             e[new, np.arange(len(new))] = 1.0
-            self._cols.update(zip(new, self._lu.solve(e).T))
-        m_g = np.array([self._cols[j] for j in g.tolist()]).T  # K⁻¹[:, G]
+            self._where[new] = np.arange(len(new)) + self._cols.shape[1]
+            self._cols = np.hstack([self._cols, self._lu.solve(e)])
+        m_g = self._cols[:, self._where[g]]  # K⁻¹[:, G]
         c = np.linalg.solve(m_g[g], self._u[g])
         x = self._u - m_g @ c
         x[g] = 0.0
