@@ -44,6 +44,9 @@ def _graphs() -> list[sp.spmatrix]:
             _adjacency(nx.complete_bipartite_graph(30, 50)), _adjacency(nx.star_graph(120)),
             _adjacency(nx.from_edgelist([(2 * i, 2 * i + 1) for i in range(60)])),
             _adjacency(nx.complete_graph(45)), _adjacency(nx.petersen_graph())]
+    lone_edge = nx.empty_graph(150)
+    lone_edge.add_edge(3, 97)  # Krylov space of dimension 3, then rounding noise
+    out.append(_adjacency(nx.disjoint_union(lone_edge, nx.star_graph(40))))
     out += [sp.diags(np.linspace(1.0, 3.0, 70), format="csr"), sp.csr_matrix([[3.0]]), sp.identity(25, format="csr")]
     return out
 
