@@ -50,7 +50,7 @@ class Graph:
 
     def adjacency(self) -> sp.csr_matrix:
         """Symmetric (n_nodes, n_nodes) CSR adjacency with unit weights."""
-        return _symmetric_csr(self.edges, self.n_nodes)
+        return symmetric_csr(self.edges, self.n_nodes)
 
 
 def _rows(values: Any, n: int) -> np.ndarray:
@@ -184,7 +184,7 @@ class GraphBatch:
         Column indices are sorted within each row; a self-loop appears once on the diagonal.
         """
         if "adjacency" not in self._cache:
-            self._cache["adjacency"] = _symmetric_csr(self.global_edges, self.n_nodes)
+            self._cache["adjacency"] = symmetric_csr(self.global_edges, self.n_nodes)
         return self._cache["adjacency"]
 
     def arcs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -450,7 +450,9 @@ def canonical_edges(el: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.stack([lo[first], hi[first]], axis=1).astype(np.int32), first
 
 
-def _symmetric_csr(edges: np.ndarray, n: int) -> sp.csr_matrix:
+def symmetric_csr(edges: np.ndarray, n: int) -> sp.csr_matrix:
+    """(n, n) symmetric CSR adjacency of ``edges`` (m, 2): unit weights, repeated edges once,
+    a self-loop once on the diagonal, columns sorted in each row."""
     e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     loop = e[:, 0] == e[:, 1]
     rows = np.concatenate([e[:, 0], e[~loop, 1]])

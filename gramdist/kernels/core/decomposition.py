@@ -18,20 +18,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from gramdist.arrayops import ranges
-from gramdist.graphs import GraphBatch
+from gramdist.graphs import GraphBatch, symmetric_csr
 
 
 def simple_adjacency(graphs: GraphBatch) -> sp.csr_matrix:
     """(N, N) symmetric 0/1 CSR adjacency of the batch without self-loops, sorted columns."""
     e = graphs.global_edges
-    e = e[e[:, 0] != e[:, 1]]
-    n = graphs.n_nodes
-    a = sp.csr_matrix((np.ones(2 * len(e)), (np.concatenate([e[:, 0], e[:, 1]]), np.concatenate([e[:, 1], e[:, 0]]))),
-                      shape=(n, n))
-    a.sum_duplicates()
-    a.data[:] = 1.0
-    a.sort_indices()
-    return a
+    return symmetric_csr(e[e[:, 0] != e[:, 1]], graphs.n_nodes)
 
 
 def core_numbers(graphs: GraphBatch) -> np.ndarray:

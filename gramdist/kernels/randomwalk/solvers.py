@@ -325,13 +325,13 @@ class _Side:
         e = g.global_edges
         elab = (g.edge_labels if (use_edge_labels and g.edge_labels is not None) else
                 np.zeros(g.n_edges, dtype=np.int64))
-        from gramdist.graphs import _symmetric_csr
+        from gramdist.graphs import symmetric_csr
 
         # {edge label: adjacency over the kept nodes in sorted order}, then its label blocks
         self.blocks: dict = {}
         for el in np.unique(elab) if len(elab) else []:
             sel = e[elab == el]
-            m = _symmetric_csr(np.stack([rank[sel[:, 0]], rank[sel[:, 1]]], axis=1), len(order))
+            m = symmetric_csr(np.stack([rank[sel[:, 0]], rank[sel[:, 1]]], axis=1), len(order))
             for l1, (i0, i1) in self.bounds.items():
                 rows = m[i0:i1]
                 if rows.nnz == 0:

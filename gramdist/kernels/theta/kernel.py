@@ -75,11 +75,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 from gramdist.arrayops import group_offsets, rank_in_runs, run_starts
-from gramdist.graphs import GraphBatch
+from gramdist.graphs import GraphBatch, symmetric_csr
 from gramdist.kernels.base import POOLED_NODE_WEIGHT, GraphKernel, KernelState, check_param
 from gramdist.kernels.eigen import smallest_eigenvalues
 from gramdist.kernels.hashing import combine, multiset_sum, tag
@@ -91,6 +90,7 @@ from gramdist.kernels.theta.solvers import (
     one_class_svm_stack,
     require_cvxopt,
     simplex_min,
+    theta_matrix,
 )
 
 _BASES = ("linear", "rbf")
@@ -206,26 +206,6 @@ def simple_edges(graphs: GraphBatch, g: int) -> np.ndarray:
     keep = lo != hi
     pairs = np.unique(np.stack([lo[keep], hi[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), np.int64)
     return pairs.reshape(-1, 2)
-
-
-def _adjacency(n: int, edges: np.ndarray) -> sp.csr_matrix:
-    """(n, n) symmetric 0/1 CSR adjacency of distinct edges ``(m, 2)`` without self-loops."""
-    return sp.csr_matrix((np.ones(2 * len(edges)), (np.concatenate([edges[:, 0], edges[:, 1]]),
-                                                    np.concatenate([edges[:, 1], edges[:, 0]]))), shape=(n, n))
-
-
-def _theta_matrix(n: int, edges: np.ndarray, rho: float) -> sp.csc_matrix:
-    """SVM-θ's ``K = A/ρ + I`` (n, n) of distinct edges ``(m, 2)``, as CSC with sorted indices:
-    SuperLU's input. Its arrays are built here (entries sorted by row and column, which for
-    a symmetric K are its CSC arrays): SciPy's COO conversion took 160 µs a graph."""
-    diag = np.arange(n)
-    rows = np.concatenate([edges[:, 0], edges[:, 1], diag])
-    cols = np.concatenate([edges[:, 1], edges[:, 0], diag])
-    values = np.concatenate([np.full(2 * len(edges), 1.0 / rho), np.ones(n)])
-    order = np.argsort(rows * n + cols)
-    indptr = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-    return sp.csc_matrix((values[order], cols[order].astype(np.int32), indptr), shape=(n, n))
 
 
 def simple_edge_lists(graphs: GraphBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -569,13 +549,13 @@ class SvmThetaKernel(_ThetaKernel):
         if with_edges:
             offsets = np.concatenate([[0], np.cumsum([sizes[i] for i in with_edges])]).astype(np.int64)
             edges = np.concatenate([edge_lists[i] + offsets[j] for j, i in enumerate(with_edges)])
-            lam[with_edges] = smallest_eigenvalues(_adjacency(int(offsets[-1]), edges), offsets)
+            lam[with_edges] = smallest_eigenvalues(symmetric_csr(edges, int(offsets[-1])), offsets)
         out = []
         for n, e, x in zip(sizes, edge_lists, lam.tolist()):
             if not len(e) or x >= 0:  # K = I
                 out.append(np.ones(n))
             else:
-                out.append(one_class_svm(_theta_matrix(n, e, -x * (1.0 + float(self.rho_margin)))))
+                out.append(one_class_svm(theta_matrix(n, e, -x * (1.0 + float(self.rho_margin)))))
         return out
 
     def alphas_stack(self, n: int, edge_lists: list[np.ndarray]) -> np.ndarray:
