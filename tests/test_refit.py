@@ -255,5 +255,8 @@ def test_shipped_paper_jobs_validate():
             assert len(settings) == 27 and job.kernel["rank"] == 10 and job.kernel["gamma"] == 0.01
         if name.startswith("power-"):
             assert len(settings) == 1 and job.kernel["k"] == 5
-        if name.startswith("dm-") or name.startswith("power-"):
+        if name.startswith("wwl-"):  # the authors' script: h in range(7), from 0; gamma 1e-4..10
+            assert len(settings) == 42 and sorted({s.kernel["h"] for _, s in settings}) == list(range(7))
+            assert min(s.kernel["gamma"] for _, s in settings) == 1e-4
+        if name.startswith(("dm-", "power-", "wwl-")):
             assert job.gram.normalize is False  # the papers' kernels, not cosine-normalised

@@ -50,6 +50,10 @@ Choices the paper leaves open (and where the authors' package differs)
   datasets Sinkhorn is *slower* than the exact network simplex (about 30 ms against 0.05 ms
   per pair of 20-node graphs at ``reg = 0.01``); it is offered for parity with the paper.
 * Graphs without nodes: distance 0 between two of them (K = 1), +inf to any other (K = 0).
+* ``h = 0`` is allowed: the node features alone, no WL iteration. The authors' experiment
+  script searches ``h`` over ``range(H)``, so from 0, and ``gamma`` over 1e-4..10
+  (``jobs/paper/wwl-dd.yaml``); on D&D the inner CV picks h = 0 and the published accuracy
+  follows (REPRODUCTION.md).
 * The package's ``wwl()`` helper passes the distance matrix to scikit-learn's
   ``laplacian_kernel``, which treats each *row* of D as a feature vector
   (``exp(-gamma ||D_i - D_j||_1)``), not the paper's ``exp(-gamma D_ij)``; we follow the paper
