@@ -233,11 +233,12 @@ def one_class_svm(k: np.ndarray | sp.spmatrix, tol: float = 1e-10, max_iter: int
     if sp.issparse(k) and n <= DENSE_MAX:
         k = k.toarray()
     if not sp.issparse(k):
-        solve = _dense_passive_solver(k)
+        solve = _refactoring_solver(k, lambda f: np.linalg.solve(k[np.ix_(f, f)], np.ones(len(f))))
     elif n <= CAPACITANCE_MAX:
         solve = _CapacitanceSolver(k)
     else:
-        solve = _sparse_passive_solver(k.tocsc())
+        k = k.tocsc()
+        solve = _refactoring_solver(k, lambda f: _factor_spd(k[f][:, f]).solve(np.ones(len(f))))
     return _principal_pivoting(n, solve, tol, max_iter)
 
 
@@ -264,22 +265,15 @@ def _principal_pivoting(n: int, solve: PassiveSolver, tol: float, max_iter: int)
     raise RuntimeError(f"one-class SVM (block principal pivoting) did not converge in {max_iter} iterations")
 
 
-def _dense_passive_solver(k: np.ndarray) -> PassiveSolver:
+def _refactoring_solver(k: np.ndarray | sp.csc_matrix, solve_passive: Callable[[np.ndarray], np.ndarray]
+                        ) -> PassiveSolver:
+    """The :data:`PassiveSolver` that solves ``K_FF x_F = 1`` anew at each step
+    (``solve_passive(F)``, F the passive indices) and takes the gradient from one product."""
     def solve(passive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = np.zeros(len(passive))
         f = np.flatnonzero(passive)
         if len(f):
-            x[f] = np.linalg.solve(k[np.ix_(f, f)], np.ones(len(f)))
-        return x, k @ x - 1.0
-    return solve
-
-
-def _sparse_passive_solver(k: sp.csc_matrix) -> PassiveSolver:
-    def solve(passive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x = np.zeros(len(passive))
-        f = np.flatnonzero(passive)
-        if len(f):
-            x[f] = _factor_spd(k[f][:, f]).solve(np.ones(len(f)))
+            x[f] = solve_passive(f)
         return x, k @ x - 1.0
     return solve
 
