@@ -80,7 +80,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry_point() -> None:
-    """The ``gramdist`` executable: :func:`main`, then :func:`exit_without_teardown`."""
+    """The ``gramdist`` executable: :func:`main`, then :func:`exit_without_teardown`. Only the
+    executable may fork worker processes (:mod:`gramdist.engine.processes`)."""
+    from gramdist.engine.processes import allow_fork
+
+    allow_fork()
     exit_without_teardown(main())
 
 

@@ -6,7 +6,8 @@ complete. :class:`DaskExecutor` wraps a ``distributed.Client``; :class:`InlineEx
 the tasks in the calling process (no scheduler, no pickling), each at once when it is
 submitted or, for tiles and given ``threads > 1``, in a pool of that many threads (every
 core of a laptop without a LocalCluster's start): what small inputs from Python want, since a 200-graph Gram
-is done before a LocalCluster has started. All follow the same sequence of steps, so a Gram
+is done before a LocalCluster has started. Given the command's forked worker processes
+(:mod:`gramdist.engine.processes`), it sends them the embeddings that hold the GIL. All follow the same sequence of steps, so a Gram
 is bitwise the same whichever runs it.
 """
 
@@ -33,13 +34,16 @@ class Executor:
         raise NotImplementedError
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: str, spread: bool = False,
-               retries: int = 0, pooled: bool = False, background: bool = False) -> Any:
+               retries: int = 0, pooled: bool = False, background: bool = False,
+               processes: bool = False) -> Any:
         """Run ``fn(*args)`` as a task named ``key``; futures among ``args`` are passed as their
         results. ``spread`` asks for the next worker in turn (a soft hint); ``pooled`` says the
         task's work mostly releases the GIL (a tile, or an embedding whose kernel declares
         ``embeds_in_threads``), so in process it may run in a thread; ``background`` says it
         holds the GIL but nothing waits for it at once (any other embedding), so in process it
-        may run in one thread beside the caller, one such task at a time."""
+        may run in one thread beside the caller, one such task at a time; ``processes`` says it
+        holds the GIL and pickles (an embedding whose kernel declares ``embeds_in_processes``),
+        so in process it runs in the command's forked workers where there are some."""
         raise NotImplementedError
 
     def put(self, value: Any, key: str) -> Any:
@@ -72,7 +76,8 @@ class DaskExecutor(Executor):
         return len(self.client.nthreads())
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: str, spread: bool = False,
-               retries: int = 0, pooled: bool = False, background: bool = False) -> Any:
+               retries: int = 0, pooled: bool = False, background: bool = False,
+               processes: bool = False) -> Any:
         kwargs: dict[str, Any] = {"key": key, "pure": False}
         if retries:
             kwargs["retries"] = retries
@@ -227,7 +232,7 @@ def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     return fn(*[a.result() if isinstance(a, (InlineFuture, PooledFuture)) else a for a in args])
 
 
-def _when_ready(pool: ThreadPoolExecutor, fn: Callable[..., Any], args: tuple[Any, ...]) -> Future:
+def _when_ready(pool: ThreadPoolExecutor | _WorkerLane, fn: Callable[..., Any], args: tuple[Any, ...]) -> Future:
     """``fn(*args)`` queued on ``pool`` once every pooled future among ``args`` is done, so that
     no thread of the pool sits waiting on an input: a task that keeps a chunk's embedding would
     otherwise hold a thread until that chunk is embedded while tiles ready to run wait behind it.
@@ -257,6 +262,46 @@ def _when_ready(pool: ThreadPoolExecutor, fn: Callable[..., Any], args: tuple[An
     for f in waiting:
         f.add_done_callback(input_done)
     return outer
+
+
+class _WorkerLane:
+    """The forked workers as :func:`_when_ready` submits to a pool: ``submit(_run, fn, args)``
+    sends ``fn`` and the values of ``args`` (done by then) to a worker. Where the workers can
+    no longer take a task (one died, e.g. killed for memory: the process pool is broken), the
+    task runs in ``threads`` instead, so the run goes on. Tasks sent here never write to a
+    store (embeddings only), so a run's lock is free of them once its own threads are done."""
+
+    def __init__(self, workers: Any, threads: ThreadPoolExecutor) -> None:
+        self.workers, self.threads = workers, threads
+        self._sent: set[Future] = set()
+
+    def submit(self, run: Callable[..., Any], fn: Callable[..., Any], args: tuple[Any, ...]) -> Future:
+        from concurrent.futures import BrokenExecutor
+
+        values = [a.result() if isinstance(a, (InlineFuture, PooledFuture)) else a for a in args]
+        try:
+            inner = self.workers.submit(fn, *values)
+        except BrokenExecutor:
+            return self.threads.submit(run, fn, args)
+        outer: Future = Future()
+        self._sent.add(inner)
+
+        def finished(done: Future) -> None:
+            self._sent.discard(done)
+            if not done.cancelled() and isinstance(done.exception(), BrokenExecutor):
+                try:
+                    self.threads.submit(run, fn, args).add_done_callback(lambda d: _copy_outcome(d, outer))
+                except RuntimeError:  # the run was closed meanwhile
+                    outer.cancel()
+                return
+            _copy_outcome(done, outer)
+
+        inner.add_done_callback(finished)
+        return outer
+
+    def cancel_queued(self) -> None:
+        for f in list(self._sent):
+            f.cancel()
 
 
 def _copy_outcome(src: Future, dst: Future) -> None:
@@ -295,9 +340,11 @@ class InlineExecutor(Executor):
     placement calls it before the run gives up its store's lock, so no task writes after it.
     """
 
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: int = 1, workers: Any = None) -> None:
         self.threads = max(1, int(threads))
+        self.workers = workers  # the command's ForkedWorkers (gramdist.engine.processes), or None
         self._pool: ThreadPoolExecutor | None = None
+        self._lane: _WorkerLane | None = None
         self._background: ThreadPoolExecutor | None = None
         self._limits: Any = None
 
@@ -308,7 +355,10 @@ class InlineExecutor(Executor):
         return 1
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: str, spread: bool = False,
-               retries: int = 0, pooled: bool = False, background: bool = False) -> InlineFuture | PooledFuture:
+               retries: int = 0, pooled: bool = False, background: bool = False,
+               processes: bool = False) -> InlineFuture | PooledFuture:
+        if processes and self.workers is not None and self.threads > 1:
+            return PooledFuture(key, _when_ready(self._started_worker_lane(), fn, args))
         if pooled and self.threads > 1:
             return PooledFuture(key, _when_ready(self._started_pool(), fn, args))
         if background and self.threads > 1:
@@ -323,6 +373,11 @@ class InlineExecutor(Executor):
     def put(self, value: Any, key: str) -> InlineFuture:
         return InlineFuture(key, value)
 
+    def dashboard(self) -> str:
+        if self.workers is None:
+            return super().dashboard()
+        return f"none (in-process; the embeddings in {self.workers.n} forked processes)"
+
     def as_completed(self, futures: Iterable[Any]) -> _InlineCompleted | _PooledCompleted:
         return _PooledCompleted(futures) if self.threads > 1 else _InlineCompleted(futures)
 
@@ -330,6 +385,11 @@ class InlineExecutor(Executor):
         if self._pool is None:
             self._pool = self._threads(self.threads, "gramdist")
         return self._pool
+
+    def _started_worker_lane(self) -> _WorkerLane:
+        if self._lane is None:
+            self._lane = _WorkerLane(self.workers, self._started_pool())
+        return self._lane
 
     def _started_background(self) -> ThreadPoolExecutor:
         if self._background is None:
@@ -346,6 +406,9 @@ class InlineExecutor(Executor):
 
     def close(self) -> None:
         """Wait for the running tasks, cancel the queued ones, lift the BLAS limit."""
+        if self._lane is not None:
+            self._lane.cancel_queued()  # the workers outlive this run: the next setting uses them
+            self._lane = None
         for pool in (self._background, self._pool):
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)

@@ -252,10 +252,11 @@ class _Embedder:
         cache = self.sink.embeddings
         if cache is None:
             return self.ex.submit(tasks.embed_task, self.plan.kernel, self.state_f, chunk, key=key, spread=True,
-                                  **where)
+                                  processes=self.plan.kernel.embeds_in_processes, **where)
         checksum = chunk.checksum()
+        # keep=False: the task only reads the store, so it may run in a forked worker
         fut = self.ex.submit(tasks.cached_embed_task, self.plan.kernel, self.state_f, chunk, cache, tag, checksum,
-                             False, key=key, spread=True, **where)
+                             False, key=key, spread=True, processes=self.plan.kernel.embeds_in_processes, **where)
         if self.plan.kernel.embedding_worth_keeping:
             # kept by a task of its own, in the pool: not on the way from one embedding to the
             # next (NCI1 shortest path: 4 x 18 ms of Zarr writes off the embedding thread)

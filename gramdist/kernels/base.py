@@ -142,6 +142,10 @@ class GraphKernel:
     #: arrays); False where it is many small Python-level calls, which two threads run slower
     #: than one (NCI1: the adaptive matching kernel's embedding 44 s in one thread, 52 s in two)
     embeds_in_threads: ClassVar[bool] = False
+    #: whether a chunk's embedding holds the GIL for most of its time even so (SciPy's SuperLU,
+    #: many short NumPy calls per graph): the ``gramdist`` executable then forks worker
+    #: processes at its start and a run in process embeds there (``gramdist.engine.processes``)
+    embeds_in_processes: ClassVar[bool] = False
     #: whether :meth:`embed`, :meth:`self_similarity` and :meth:`embedding_counts` never read the
     #: fitted state (the embedding is a fixed function of each graph, as WL's hashed labels): the
     #: engine then embeds while the fit runs, with an empty state (tested per kernel: the same bits)
