@@ -148,6 +148,21 @@ def test_large_graphs_use_arpack_with_the_same_bins():
         assert np.array_equal(np.floor(dense * 2**lev), np.floor(sparse * 2**lev))
 
 
+def test_only_chunks_for_arpack_go_to_forked_workers():
+    # ARPACK's loop holds the GIL; batched dense eigh does not, and stays in the threads
+    from gramdist.kernels.pyramid.spectral import DENSE_MAX
+
+    k = PyramidMatchKernel()
+    small = random_graphs(5, 0)
+    ring = np.stack([np.arange(DENSE_MAX + 1), np.roll(np.arange(DENSE_MAX + 1), 1)], axis=1)
+    big = GraphBatch.concat([small, GraphBatch.from_graphs([ring], [DENSE_MAX + 1],
+                                                        node_labels=[np.zeros(DENSE_MAX + 1, dtype=int)])])
+    assert k.embeds_in_processes
+    assert not k.embeds_in_worker_process(small)
+    assert k.embeds_in_worker_process(big)
+    assert not k.embeds_in_worker_process(small[0:0])
+
+
 # --------------------------------------------------------------------------- GraKeL
 def _grakel_embedding(g, d: int) -> np.ndarray:
     """GraKeL's PyramidMatch embedding, as its parse_input computes it."""

@@ -252,17 +252,22 @@ class _Embedder:
         cache = self.sink.embeddings
         if cache is None:
             return self.ex.submit(tasks.embed_task, self.plan.kernel, self.state_f, chunk, key=key, spread=True,
-                                  processes=self.plan.kernel.embeds_in_processes, **where)
+                                  processes=self.in_worker(chunk), **where)
         checksum = chunk.checksum()
         # keep=False: the task only reads the store, so it may run in a forked worker
         fut = self.ex.submit(tasks.cached_embed_task, self.plan.kernel, self.state_f, chunk, cache, tag, checksum,
-                             False, key=key, spread=True, processes=self.plan.kernel.embeds_in_processes, **where)
+                             False, key=key, spread=True, processes=self.in_worker(chunk), **where)
         if self.plan.kernel.embedding_worth_keeping:
             # kept by a task of its own, in the pool: not on the way from one embedding to the
             # next (NCI1 shortest path: 4 x 18 ms of Zarr writes off the embedding thread)
             self.keeps.append(self.ex.submit(tasks.keep_embedding_task, cache, tag, fut, checksum,
                                              key=f"keep-{tag}-{self.token}", pooled=True))
         return fut
+
+    def in_worker(self, chunk: Any) -> bool:
+        """Whether a chunk's embedding may go to the command's forked workers (a lazy chunk,
+        not yet read, stays here)."""
+        return isinstance(chunk, GraphBatch) and self.plan.kernel.embeds_in_worker_process(chunk)
 
     def where(self) -> dict[str, bool]:
         """How the kernel's per-chunk tasks run in process: in the pool where its embeddings

@@ -171,6 +171,12 @@ class GraphKernel:
     #: holds, resumes or grows with values of two versions (:meth:`definition_versions`)
     version: ClassVar[int] = 1
 
+    def embeds_in_worker_process(self, graphs: GraphBatch) -> bool:
+        """Whether the embedding of chunk ``graphs`` goes to the command's forked workers where
+        it has them (``embeds_in_processes``); a kernel whose GIL-bound work depends on the
+        graphs decides per chunk."""
+        return self.embeds_in_processes
+
     def placement_nodes(self, n_nodes: int) -> int:
         """``n_nodes`` nodes as ``in_process: auto``'s node limit counts them: ``node_weight`` each."""
         return int(n_nodes * self.node_weight)

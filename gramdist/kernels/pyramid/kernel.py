@@ -50,7 +50,7 @@ from gramdist.arrayops import group_offsets, stable_order
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import POOLED_NODE_WEIGHT, KernelState, check_param
 from gramdist.kernels.hashing import combine, mix, tag
-from gramdist.kernels.pyramid.spectral import spectral_embedding
+from gramdist.kernels.pyramid.spectral import DENSE_MAX, spectral_embedding
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures, dot, sq_norms
 
 _TAG = tag("pyramid_match.cell")
@@ -99,7 +99,8 @@ class PyramidMatchKernel(SparseFeatureKernel):
     name = "pyramid_match"
     embeds_in_threads = True  # batched eigh per graph (LAPACK): NCI1 embed 1.50 -> 0.86 s on 2 cores
     # ARPACK's reverse-communication loop runs in Python with the GIL held: the forked workers
-    # embed D&D's chunks side by side (gramdist run, tiles of 256: 7.0-8.2 -> 5.5-6.3 s)
+    # embed D&D's chunks side by side (gramdist run, tiles of 256: 7.5 -> 6.2 s); chunks of
+    # dense eigh only stay in the threads (NCI1: 2.07 s there, 2.25 s shipped to the workers)
     embeds_in_processes = True
     node_weight = POOLED_NODE_WEIGHT  # embeddings in the pool: D&D runs in process (base.py)
 
@@ -107,6 +108,10 @@ class PyramidMatchKernel(SparseFeatureKernel):
         self.L = L
         self.d = d
         self.labels = labels
+
+    def embeds_in_worker_process(self, graphs: GraphBatch) -> bool:
+        """Only chunks with a graph for ARPACK (above ``spectral.DENSE_MAX`` nodes)."""
+        return bool(len(graphs)) and int(np.max(graphs.nodes_per_graph)) > DENSE_MAX
 
     def validate(self) -> None:
         check_param(_is_int(self.L) and 0 <= self.L <= 20, self.name, "L",
