@@ -5,10 +5,11 @@ The engine's steps (:mod:`gramdist.engine.steps`) submit the functions of
 complete. :class:`DaskExecutor` wraps a ``distributed.Client``; :class:`InlineExecutor` runs
 the tasks in the calling process (no scheduler, no pickling), each at once when it is
 submitted or, for tiles and given ``threads > 1``, in a pool of that many threads (every
-core of a laptop without a LocalCluster's start): what small inputs from Python want, since a 200-graph Gram
-is done before a LocalCluster has started. Given the command's forked worker processes
-(:mod:`gramdist.engine.processes`), it sends them the embeddings that hold the GIL. All follow the same sequence of steps, so a Gram
-is bitwise the same whichever runs it.
+core of a laptop without a LocalCluster's start): what small inputs from Python want, since
+a 200-graph Gram is done before a LocalCluster has started. Given the command's forked
+worker processes (:mod:`gramdist.engine.processes`), it sends them the embeddings that hold
+the GIL. All follow the same sequence of steps, so a Gram is bitwise the same whichever runs
+it.
 """
 
 from __future__ import annotations
