@@ -5,9 +5,11 @@ forking it is exactly what the module refuses to do.
 """
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +24,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    import os
-
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
 
@@ -101,9 +101,6 @@ def test_workers_die_with_the_command():
         os._exit(0)
     """)
     assert r.returncode == 0, r.stderr
-    import os
-    import time
-
     pids = [int(p) for p in r.stdout.split()]
     assert len(pids) == 2
     deadline = time.monotonic() + 10
@@ -112,7 +109,6 @@ def test_workers_die_with_the_command():
         alive = [p for p in pids if Path(f"/proc/{p}").exists() and "Z" not in _state(p)]
         time.sleep(0.05)
     assert not alive, f"workers {alive} outlived their parent"
-    del os
 
 
 def _state(pid: int) -> str:

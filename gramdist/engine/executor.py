@@ -230,7 +230,12 @@ def _run(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     submitted, and its tasks' inputs are earlier tasks of its own or pooled ones, which never
     wait on it: no deadlock.
     """
-    return fn(*[a.result() if isinstance(a, (InlineFuture, PooledFuture)) else a for a in args])
+    return fn(*_resolved(args))
+
+
+def _resolved(args: tuple[Any, ...]) -> list[Any]:
+    """``args`` with the futures among them replaced by their results."""
+    return [a.result() if isinstance(a, (InlineFuture, PooledFuture)) else a for a in args]
 
 
 def _when_ready(pool: ThreadPoolExecutor | _WorkerLane, fn: Callable[..., Any], args: tuple[Any, ...]) -> Future:
@@ -279,9 +284,8 @@ class _WorkerLane:
     def submit(self, run: Callable[..., Any], fn: Callable[..., Any], args: tuple[Any, ...]) -> Future:
         from concurrent.futures import BrokenExecutor
 
-        values = [a.result() if isinstance(a, (InlineFuture, PooledFuture)) else a for a in args]
         try:
-            inner = self.workers.submit(fn, *values)
+            inner = self.workers.submit(fn, *_resolved(args))
         except BrokenExecutor:
             return self.threads.submit(run, fn, args)
         outer: Future = Future()
