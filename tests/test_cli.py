@@ -37,8 +37,9 @@ def test_synthetic_job_run_info_evaluate(tmp_path):
     assert info.returncode == 0, info.stderr
     data = json.loads(info.stdout)
     assert data["complete"] and data["kernel"]["name"] == "wl"
-    ev = run_cli("evaluate", str(out), "--folds", "3", "--repeats", "1", "--workers", "0", "--json")
+    ev = run_cli("evaluate", str(out), "--folds", "3", "--repeats", "1", "--workers", "0", "--json", "--quiet")
     assert ev.returncode == 0, ev.stderr
+    assert "fold" not in ev.stderr  # --quiet: no progress bar
     res = json.loads(ev.stdout)
     assert set(res) >= {"accuracy_mean", "accuracy_std", "folds", "repeats"} and res["folds"] == 3
     assert 0 <= res["accuracy_mean"] <= 100
@@ -47,6 +48,7 @@ def test_synthetic_job_run_info_evaluate(tmp_path):
     first = run_cli("evaluate", str(out), "--folds", "3", "--repeats", "1", "--workers", "0", "--out", str(folds))
     assert first.returncode == 0, first.stderr
     assert len(list(folds.glob("fold-r00-f0*.json"))) == 3 and "read from" not in first.stdout
+    assert "folds: 100%" in first.stderr and "3/3" in first.stderr  # the bar of the outer folds
     again = run_cli("evaluate", str(out), "--folds", "3", "--repeats", "1", "--workers", "0", "--out", str(folds))
     assert again.returncode == 0, again.stderr
     assert f"3 of 3 folds read from {folds}" in again.stdout

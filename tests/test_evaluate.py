@@ -136,6 +136,41 @@ def test_evaluate_saves_each_fold_and_a_rerun_resumes(tmp_path, monkeypatch):
     assert changed["fold_accuracies"] == evaluate([str(folder)], protocol, RunOptions(seed=1))["fold_accuracies"]
 
 
+@pytest.mark.parametrize("on_cluster", [False, True])
+def test_progress_counts_each_fold_computed_on_top_of_the_saved_ones(tmp_path, on_cluster):
+    y, good, noise = informative_and_noise(seed=5)
+    s = make_store(tmp_path / "a.zarr", noise + 0.5 * good, y)
+    out = tmp_path / "folds"
+    protocol = Protocol(folds=4, repeats=1, inner_folds=3, c_grid=(0.1, 10.0))
+    calls: list[tuple[int, int]] = []
+
+    def run(client=None):
+        calls.clear()
+        options = RunOptions(seed=1, out=out, client=client, progress=lambda done, total: calls.append((done, total)))
+        return evaluate([s], protocol, options)
+
+    def check() -> None:
+        first = run()
+        assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
+        sorted(out.glob("fold-*.json"))[2].unlink()
+        again = run()
+        assert calls == [(4, 4)]  # three folds read back count as done from the start
+        assert again["resumed_folds"] == 3 and again["fold_accuracies"] == first["fold_accuracies"]
+
+    if not on_cluster:
+        check()
+        return
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        first = run(client)
+        assert sorted(calls) == [(1, 4), (2, 4), (3, 4), (4, 4)]
+        sorted(out.glob("fold-*.json"))[0].unlink()
+        again = run(client)
+        assert calls == [(4, 4)] and again["fold_accuracies"] == first["fold_accuracies"]
+
+
 def test_out_must_be_a_folder(tmp_path):
     y, good, _ = informative_and_noise()
     s = make_store(tmp_path / "good.zarr", good, y)

@@ -74,6 +74,7 @@ def register(sub: Any) -> None:
                     help="feature stores, sgd on CSR rows: hash feature ids into 2^BITS columns "
                          "(default: by the store's non-zeros, at most 2^20)")
     ev.add_argument("--json", action="store_true")
+    ev.add_argument("--quiet", action="store_true", help="no progress bar of the outer folds")
     add_tls_arguments(ev)
     ev.set_defaults(func=cmd_evaluate)
 
@@ -135,7 +136,7 @@ def _evaluation(args: argparse.Namespace, proto: Any) -> tuple[Any, Any, Any]:
     :class:`~gramdist.evaluation.nested_cv.RunOptions`."""
     from gramdist.evaluation.nested_cv import RunOptions
 
-    options = RunOptions(seed=args.seed, out=args.out)
+    options = RunOptions(seed=args.seed, out=args.out, progress=not args.quiet)
     if args.refit:
         from gramdist.evaluation.refit import evaluate_refit, refit_sources
         from gramdist.jobs import load_job

@@ -59,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from gramdist.engine.context import Progress, progress_reporter
 from gramdist.engine.store import GramStore, Location, is_gram_store, open_gram, open_store, store_version
 from gramdist.errors import StoreError
 from gramdist.evaluation.protocols import Protocol
@@ -230,6 +231,10 @@ class RunOptions:
         not computed, so an interrupted evaluation resumes. None saves nothing.
     client : distributed.Client, optional
         Runs the outer folds as tasks on its cluster; None runs them in this process.
+    progress : bool or callable
+        A bar of the outer folds on stderr (True: done, rate, time left; the folds read from
+        ``out`` count as done from the start), nothing (False), or ``callback(done, total)``
+        after each fold computed.
     """
 
     seed: int = 0
@@ -238,6 +243,7 @@ class RunOptions:
     per_store: bool = False
     out: str | os.PathLike | None = None
     client: Any = None
+    progress: Progress = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -485,14 +491,31 @@ def checkpointed_fold(setup: FoldSetup, fold: Fold, path: str | None = None) -> 
     return {**res, "resumed": False}
 
 
-def run_folds(setup: FoldSetup, folds: list[Fold], paths: list[str | None], client: Any = None
-              ) -> list[dict[str, Any]]:
+def run_folds(setup: FoldSetup, folds: list[Fold], paths: list[str | None], client: Any = None,
+              progress: Progress = False) -> list[dict[str, Any]]:
     """:func:`checkpointed_fold` of every fold (saved at its path): tasks on ``client``'s
-    cluster, or here, in order."""
-    if client is None:
-        return [checkpointed_fold(setup, fold, path) for fold, path in zip(folds, paths)]
-    return client.gather([client.submit(checkpointed_fold, setup, fold, path, pure=False)
-                          for fold, path in zip(folds, paths)])
+    cluster, or here, in order. ``progress`` (:class:`RunOptions`) counts the folds computed
+    on top of those already saved."""
+    saved = [bool(path) and os.path.exists(path) for path in paths]
+    report = progress_reporter(progress, len(folds), sum(saved), unit="fold")
+    try:
+        if client is None:
+            results = []
+            for fold, path, was_saved in zip(folds, paths, saved):
+                results.append(checkpointed_fold(setup, fold, path))
+                if not was_saved:
+                    report(1)
+            return results
+        from distributed import as_completed
+
+        futures = [client.submit(checkpointed_fold, setup, fold, path, pure=False)
+                   for fold, path in zip(folds, paths)]
+        for future in as_completed([f for f, was_saved in zip(futures, saved) if not was_saved]):
+            if future.status == "finished":  # a failed fold raises in the gather below
+                report(1)
+        return client.gather(futures)
+    finally:
+        report(None)
 
 
 def run_outer_folds(setup: FoldSetup, options: RunOptions) -> tuple[list[Fold], list[dict[str, Any]]]:
@@ -502,7 +525,7 @@ def run_outer_folds(setup: FoldSetup, options: RunOptions) -> tuple[list[Fold], 
     check_folds(setup.y, setup.held, setup.protocol, setup.task)
     folds = outer_splits(setup.y, setup.held, setup.protocol, options.seed, setup.task)
     paths = fold_paths(options.out, setup.key() if options.out else "", folds)
-    return folds, run_folds(setup, folds, paths, options.client)
+    return folds, run_folds(setup, folds, paths, options.client, options.progress)
 
 
 def summarise(results: list[dict[str, Any]], folds: list[Fold], protocol: Protocol,
