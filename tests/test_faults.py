@@ -230,6 +230,31 @@ def test_client_killed_then_rerun_resumes(fault_job, tmp_path):
     assert np.array_equal(open_gram(out)[0], undisturbed)
 
 
+def test_ctrl_c_stops_the_run_and_its_workers_in_one_line_and_it_resumes(fault_job, tmp_path):
+    """Ctrl-C in a terminal: SIGINT to the whole process group, the command and its
+    LocalCluster's workers. The workers ignore it (``engine/worker_setup.py``); the command
+    saves the done-mask, closes its cluster and says so in one line, no worker's traceback; the
+    same command resumes to the undisturbed Gram."""
+    job, undisturbed = fault_job
+    out = tmp_path / "ctrl-c.zarr"
+    args = ("--set", "cluster.n_workers=2")
+    proc = start_run(job, out, *args, "--set", "gram.checkpoint_seconds=0.2")
+    wait_for_chunks(proc, out, total_chunks() // 4)
+    os.killpg(proc.pid, signal.SIGINT)
+    code, _, err = finish(proc)
+    assert code == 130, err[-3000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    assert err.strip().splitlines()[-1] == "gramdist: interrupted; run the same command again to resume"
+    deadline = time.time() + 10
+    while session_processes(proc.pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not session_processes(proc.pid), "workers of the interrupted run survived"
+    r = run_cli("run", str(job), "--out", str(out), "--quiet", "--json", *args)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert last_json(r.stdout)["tiles_already_done"] > 0
+    assert np.array_equal(open_gram(out)[0], undisturbed)
+
+
 def test_store_with_complete_flag_but_missing_tiles_is_not_complete(fault_job, tmp_path):
     """A store whose metadata says complete but whose done-mask lacks a tile (e.g. a copy cut
     short) is incomplete for `info` and for `open_gram`; one cut before its arrays existed is

@@ -229,6 +229,7 @@ def _local_cluster(spec: Any) -> Any:
         # a level (the string "error" makes nannies fail); CRITICAL because a failing tile is
         # reported once, as a TileError naming it, not again in worker log records
         silence_logs=logging.CRITICAL,
+        preload=["gramdist.engine.worker_setup"],  # the workers leave Ctrl-C to the command
     )
 
 
