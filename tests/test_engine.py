@@ -247,6 +247,23 @@ def test_embedded_cluster_workers_keep_malloc_adaptive(monkeypatch):
     assert "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_" not in worker_malloc_environ()
 
 
+def test_worker_preloads_keep_the_users_and_add_the_signal_setup():
+    """The LocalCluster's workers load gramdist's signal set-up after the user's configured
+    preloads, which an explicit ``preload=`` would otherwise replace (the fault-injection
+    tests load theirs that way)."""
+    import dask
+
+    from gramdist.engine.cluster import worker_preloads
+
+    ours = "gramdist.engine.worker_setup"
+    with dask.config.set({"distributed.worker.preload": [], "distributed.worker.preload-argv": []}):
+        assert worker_preloads() == {"preload": [ours], "preload_argv": []}
+    with dask.config.set({"distributed.worker.preload": "mine.py", "distributed.worker.preload-argv": ["--x", "1"]}):
+        assert worker_preloads() == {"preload": ["mine.py", ours], "preload_argv": ["--x", "1"]}
+    with dask.config.set({"distributed.worker.preload": ["a", "b"], "distributed.worker.preload-argv": [["--x"], []]}):
+        assert worker_preloads() == {"preload": ["a", "b", ours], "preload_argv": [["--x"], [], []]}
+
+
 @pytest.mark.parametrize("normalize", [False, True])
 def test_in_process_and_in_memory_steps_give_the_store_bits(client, tmp_path, mutag, dataset_dir, normalize):
     """The engine's steps run in this process (InlineExecutor) or on the cluster, into memory

@@ -230,25 +230,30 @@ def test_client_killed_then_rerun_resumes(fault_job, tmp_path):
     assert np.array_equal(open_gram(out)[0], undisturbed)
 
 
-def test_ctrl_c_stops_the_run_and_its_workers_in_one_line_and_it_resumes(fault_job, tmp_path):
-    """Ctrl-C in a terminal: SIGINT to the whole process group, the command and its
-    LocalCluster's workers. The workers ignore it (``engine/worker_setup.py``); the command
-    saves the done-mask, closes its cluster and says so in one line, no worker's traceback; the
-    same command resumes to the undisturbed Gram."""
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_the_whole_session_stops_the_run_in_one_line_and_it_resumes(fault_job, tmp_path, sig):
+    """What a terminal sends to every process of its session: SIGINT (Ctrl-C), SIGHUP (the
+    terminal closed); SIGTERM to the group as a batch system does. The LocalCluster's workers
+    ignore them (``engine/worker_setup.py``) and so does multiprocessing's resource tracker
+    (``cluster._resource_tracker_ignoring_sighup``); the command saves the done-mask, closes its
+    cluster and says so in one line, with no worker's traceback and no tracker warning; nothing
+    is left running; the same command resumes to the undisturbed Gram."""
     job, undisturbed = fault_job
-    out = tmp_path / "ctrl-c.zarr"
+    out = tmp_path / "signalled.zarr"
     args = ("--set", "cluster.n_workers=2")
     proc = start_run(job, out, *args, "--set", "gram.checkpoint_seconds=0.2")
     wait_for_chunks(proc, out, total_chunks() // 4)
-    os.killpg(proc.pid, signal.SIGINT)
+    os.killpg(proc.pid, sig)
     code, _, err = finish(proc)
-    assert code == 130, err[-3000:]
-    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
-    assert err.strip().splitlines()[-1] == "gramdist: interrupted; run the same command again to resume"
+    assert code == 128 + sig, err[-3000:]
+    expected = ("gramdist: interrupted; run the same command again to resume" if sig == signal.SIGINT
+                else f"gramdist: stopped by {signal.Signals(sig).name}; run the same command again to resume")
+    assert err.strip().splitlines()[-1] == expected, err[-3000:]
+    assert "Traceback" not in err and "Warning" not in err, err[-3000:]
     deadline = time.time() + 10
     while session_processes(proc.pid) and time.time() < deadline:
         time.sleep(0.1)
-    assert not session_processes(proc.pid), "workers of the interrupted run survived"
+    assert not session_processes(proc.pid), "processes of the stopped run survived"
     r = run_cli("run", str(job), "--out", str(out), "--quiet", "--json", *args)
     assert r.returncode == 0, r.stderr[-3000:]
     assert last_json(r.stdout)["tiles_already_done"] > 0

@@ -7,6 +7,7 @@ import contextlib
 import ipaddress
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -217,9 +218,43 @@ def worker_malloc_environ() -> dict[str, Any]:
     return out
 
 
+def worker_preloads() -> dict[str, Any]:
+    """``preload`` and ``preload_argv`` for the LocalCluster's workers: the user's Dask
+    configured preloads (``distributed.worker.preload``, kept: an explicit argument would
+    replace them), then :mod:`gramdist.engine.worker_setup`, which takes no arguments."""
+    preload = dask.config.get("distributed.worker.preload", default=None) or []
+    preload = [preload] if isinstance(preload, str) else list(preload)
+    argv = list(dask.config.get("distributed.worker.preload-argv", default=None) or [])
+    if argv and not isinstance(argv[0], str):  # one list per preload: none for ours
+        argv.append([])
+    return {"preload": [*preload, "gramdist.engine.worker_setup"], "preload_argv": argv}
+
+
+def _resource_tracker_ignoring_sighup() -> None:
+    """Start multiprocessing's resource tracker with SIGHUP ignored, if it is not running yet.
+
+    The tracker is the process that unlinks the semaphores of the cluster's queues once their
+    users are gone. Python's tracker ignores SIGINT and SIGTERM so that it outlives them, but
+    not SIGHUP: the hang-up of a terminal's session (SIGHUP to each of its processes) killed it,
+    and the command and every worker then printed a warning and a ``KeyError`` traceback per
+    semaphore into the log. An ignored signal stays ignored across ``exec``, so the tracker
+    started in this window keeps ignoring SIGHUP; the command's own handler is back at once.
+    """
+    if threading.current_thread() is not threading.main_thread():  # signal() works there only
+        return
+    from multiprocessing import resource_tracker
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
 def _local_cluster(spec: Any) -> Any:
     from distributed import LocalCluster
 
+    _resource_tracker_ignoring_sighup()
     return LocalCluster(
         n_workers=spec.n_workers or os.cpu_count() or 1,
         threads_per_worker=spec.threads_per_worker or 1,
@@ -229,7 +264,7 @@ def _local_cluster(spec: Any) -> Any:
         # a level (the string "error" makes nannies fail); CRITICAL because a failing tile is
         # reported once, as a TileError naming it, not again in worker log records
         silence_logs=logging.CRITICAL,
-        preload=["gramdist.engine.worker_setup"],  # the workers leave Ctrl-C to the command
+        **worker_preloads(),  # the workers leave Ctrl-C, SIGTERM and SIGHUP to the command
     )
 
 
