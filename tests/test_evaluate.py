@@ -171,6 +171,35 @@ def test_progress_counts_each_fold_computed_on_top_of_the_saved_ones(tmp_path, o
         assert calls == [(4, 4)] and again["fold_accuracies"] == first["fold_accuracies"]
 
 
+def test_a_failing_fold_on_the_cluster_raises_without_waiting_for_the_others(tmp_path, monkeypatch):
+    """The progress loop waits for folds as they complete; a failed one ends the wait, and its
+    error is raised while the other folds are still running (they are held until then)."""
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    y, good, noise = informative_and_noise(seed=5)
+    s = make_store(tmp_path / "a.zarr", noise + 0.5 * good, y)
+    release, finished = threading.Event(), []
+    real = nested_cv.outer_fold
+
+    def fold_or_fail(setup, fold):
+        if fold.index == 0:
+            raise FloatingPointError("fold 0 fails")
+        release.wait(timeout=60)
+        finished.append(fold.index)
+        return real(setup, fold)
+
+    monkeypatch.setattr(nested_cv, "outer_fold", fold_or_fail)
+    with LocalCluster(n_workers=1, threads_per_worker=4, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        options = RunOptions(seed=1, client=client, progress=lambda done, total: None)
+        with pytest.raises(FloatingPointError, match="fold 0 fails"):
+            evaluate([s], Protocol(folds=4, repeats=1, inner_folds=3, c_grid=(1.0,)), options)
+        assert finished == []  # raised before any other fold was let go
+        release.set()
+
+
 def test_out_must_be_a_folder(tmp_path):
     y, good, _ = informative_and_noise()
     s = make_store(tmp_path / "good.zarr", good, y)

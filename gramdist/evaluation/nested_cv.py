@@ -511,8 +511,9 @@ def run_folds(setup: FoldSetup, folds: list[Fold], paths: list[str | None], clie
         futures = [client.submit(checkpointed_fold, setup, fold, path, pure=False)
                    for fold, path in zip(folds, paths)]
         for future in as_completed([f for f, was_saved in zip(futures, saved) if not was_saved]):
-            if future.status == "finished":  # a failed fold raises in the gather below
-                report(1)
+            if future.status != "finished":
+                break  # a failed fold: the gather below raises its error now, not after the rest
+            report(1)
         return client.gather(futures)
     finally:
         report(None)
