@@ -51,6 +51,16 @@ class _QuietWhenStopping:
             self.previous(unraisable)
 
 
+def leave_stop_signals_to_the_command() -> None:
+    """In a worker process of the command (forked embedding workers, the LocalCluster's
+    workers): ignore SIGINT, SIGTERM and SIGHUP, which a terminal or a batch system sends to
+    every process of the session. The command handles them and stops its workers; a worker
+    that reacted too would only print its traceback over the command's one line. Main thread
+    only (where a handler may be set)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def handle_signal(signum: int, frame: object) -> None:
     """The handler the CLI installs for SIGTERM and SIGHUP."""
     global _requested

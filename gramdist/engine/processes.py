@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import Any
 
+from gramdist.stopping import leave_stop_signals_to_the_command
+
 _FORK_ALLOWED = False
 
 
@@ -101,8 +103,7 @@ def _child_start(parent: int) -> None:
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
+    leave_stop_signals_to_the_command()
     from threadpoolctl import threadpool_limits
 
     global _LIMITS

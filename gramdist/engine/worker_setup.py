@@ -13,13 +13,13 @@ parent-alive pipe). A worker killed otherwise is what Dask handles (its tasks ru
 
 from __future__ import annotations
 
-import signal
 import threading
 from typing import Any
+
+from gramdist.stopping import leave_stop_signals_to_the_command
 
 
 def dask_setup(worker: Any) -> None:
     """Dask's preload hook, run in the worker process when the worker starts."""
     if threading.current_thread() is threading.main_thread():  # where a handler may be set
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
+        leave_stop_signals_to_the_command()
