@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -262,6 +264,42 @@ def test_worker_preloads_keep_the_users_and_add_the_signal_setup():
         assert worker_preloads() == {"preload": ["mine.py", ours], "preload_argv": ["--x", "1"]}
     with dask.config.set({"distributed.worker.preload": ["a", "b"], "distributed.worker.preload-argv": [["--x"], []]}):
         assert worker_preloads() == {"preload": ["a", "b", ours], "preload_argv": [["--x"], [], []]}
+
+
+_KILLED_WORKER_SCRIPT = """
+import pathlib, sys, time
+from gramdist.engine.cluster import connect
+
+def read_then_wait(store, started):
+    import zarr
+    zarr.open_array(store, mode="r")[...]  # a Blosc chunk: numcodecs makes its lock
+    pathlib.Path(started).touch()
+    time.sleep(60)  # a long libsvm fit, say: still running when the cluster closes
+
+store, started = sys.argv[1:]
+with connect({"n_workers": 1, "threads_per_worker": 1}) as client:
+    task = client.submit(read_then_wait, store, started)
+    while not pathlib.Path(started).exists():
+        time.sleep(0.05)
+print("closed", flush=True)
+"""
+
+
+def test_a_worker_killed_inside_a_task_leaves_no_semaphore_behind(tmp_path):
+    """A worker still inside a task when the command closes its cluster (Ctrl-C during a long
+    ``evaluate`` fold) is killed by its nanny. It had read a Blosc chunk, for which numcodecs
+    made a ``multiprocessing.Lock``; the resource tracker then printed "There appear to be 1
+    leaked semaphore objects" under the command's last line. The workers' preload gives Blosc a
+    lock that needs no cleanup (``worker_setup._blosc_lock_without_a_name``)."""
+    from zarr.codecs import BloscCodec
+
+    store = tmp_path / "blosc.zarr"
+    array = zarr.create_array(store, shape=(64, 64), chunks=(32, 32), dtype="f8", compressors=BloscCodec())
+    array[...] = np.arange(64 * 64, dtype="f8").reshape(64, 64)
+    r = subprocess.run([sys.executable, "-c", _KILLED_WORKER_SCRIPT, str(store), str(tmp_path / "started")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "closed", r.stderr[-3000:]
+    assert "leaked" not in r.stderr and "Warning" not in r.stderr, r.stderr[-3000:]
 
 
 @pytest.mark.parametrize("normalize", [False, True])

@@ -9,6 +9,10 @@ worker killed by SIGTERM left its semaphores to the resource tracker's warning. 
 ignore the three signals, like the forked embedding workers (:mod:`gramdist.engine.processes`):
 the command's nanny stops them, and a worker whose command died exits at once (Dask's
 parent-alive pipe). A worker killed otherwise is what Dask handles (its tasks run elsewhere).
+
+A worker still inside a task when its cluster closes (a long libsvm fit of ``evaluate``) is
+killed by its nanny once the close's timeout has passed; :func:`_blosc_lock_without_a_name`
+keeps that kill from leaving a semaphore behind.
 """
 
 from __future__ import annotations
@@ -23,3 +27,29 @@ def dask_setup(worker: Any) -> None:
     """Dask's preload hook, run in the worker process when the worker starts."""
     if threading.current_thread() is threading.main_thread():  # where a handler may be set
         leave_stop_signals_to_the_command()
+    _blosc_lock_without_a_name()
+
+
+def _blosc_lock_without_a_name() -> None:
+    """Give numcodecs' Blosc the lock it makes on first use, made so that it needs no cleanup.
+
+    numcodecs guards Blosc's global context with ``multiprocessing.Lock()``. In a worker (a
+    spawned process) that is a named semaphore, registered with multiprocessing's resource
+    tracker and unregistered when the process exits normally. A worker killed by its nanny,
+    because a task outlasted the cluster's close, never unregisters it, and the tracker printed
+    "There appear to be N leaked semaphore objects" under the command's "interrupted" line (one
+    per worker that had read a Zarr chunk). A fork-context lock is unlinked when it is made:
+    the same lock for the worker's threads and for any process it forks, nothing to clean up.
+    Workaround of numcodecs' private module globals (``_MUTEX``, ``_MUTEX_IS_INIT``: what its
+    ``get_mutex()`` reads), so it does nothing where they are not there.
+    """
+    import multiprocessing
+
+    try:
+        import numcodecs.blosc as blosc
+        fork = multiprocessing.get_context("fork")
+    except (ImportError, ValueError):  # no Blosc build, or no fork (Windows): nothing to do
+        return
+    if getattr(blosc, "_MUTEX_IS_INIT", True) is False:
+        blosc._MUTEX = fork.Lock()
+        blosc._MUTEX_IS_INIT = True
