@@ -97,12 +97,14 @@ def forked_workers(n_workers: int) -> Iterator[ForkedWorkers | None]:
 
 def _child_start(parent: int) -> None:
     """A worker's start: die with the parent, leave stopping signals to it, BLAS single-threaded."""
-    if os.getppid() != parent:  # the parent died before the prctl below could take effect
-        os._exit(1)
     import ctypes
 
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    # checked after the prctl, not before: a parent that exits between the check and the prctl
+    # (the import above takes milliseconds on a loaded machine) would leave this worker orphaned
+    if os.getppid() != parent:
+        os._exit(1)
     leave_stop_signals_to_the_command()
     from threadpoolctl import threadpool_limits
 
