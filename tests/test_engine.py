@@ -278,7 +278,7 @@ def read_then_wait(store, started):
 
 store, started = sys.argv[1:]
 with connect({"n_workers": 1, "threads_per_worker": 1}) as client:
-    task = client.submit(read_then_wait, store, started)
+    task = client.submit(read_then_wait, store, started)  # held: a released future is cancelled
     while not pathlib.Path(started).exists():
         time.sleep(0.05)
 print("closed", flush=True)
