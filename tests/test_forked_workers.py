@@ -17,6 +17,7 @@ import pytest
 import zarr
 
 from gramdist.engine import processes
+from gramdist.engine.store import recorded_kernel_name
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the executable forks on Linux only")
 
@@ -145,18 +146,87 @@ def test_run_with_forked_workers_writes_the_same_store(tmp_path):
         assert np.array_equal(np.asarray(a[name][...]), np.asarray(b[name][...])), name
 
 
+def _gramdist(fork: str, *argv: str) -> subprocess.CompletedProcess:
+    # any command through the executable's path, the node threshold lowered (built-in MUTAG)
+    return run_python(f"""
+        import sys
+        import gramdist.engine.placement as placement
+        from gramdist.cli import entry_point
+
+        placement.FORKED_MIN_NODES = 0
+        sys.argv = ["gramdist", *{list(argv)!r}]
+        entry_point()
+    """, env={"GRAMDIST_FORK": fork, "GRAMDIST_THREADS": "2"}, timeout=300)
+
+
+def _features_svm_theta(out: Path, fork: str, *extra: str) -> subprocess.CompletedProcess:
+    return _gramdist(fork, "features", "jobs/mutag-svm_theta.yaml", "--set", "kernel.base_kernel=linear",
+                     "--chunk-size", "50", "--out", str(out), "--json", *extra)
+
+
+def _arrays(group, prefix=""):
+    for name, member in group.members():
+        if isinstance(member, zarr.Group):
+            yield from _arrays(member, f"{prefix}{name}/")
+        else:
+            yield f"{prefix}{name}", np.asarray(member[...])
+
+
+@pytest.mark.parametrize("extra", [(), ("--nystroem", "20")], ids=["explicit", "nystroem"])
+def test_features_with_forked_workers_write_the_same_store(tmp_path, extra):
+    # the workers embed, a thread of the command takes the rows and writes them
+    forked = _features_svm_theta(tmp_path / "f.zarr", "1", *extra)
+    threads = _features_svm_theta(tmp_path / "t.zarr", "0", *extra)
+    for r in (forked, threads):
+        assert r.returncode == 0, r.stderr
+        summary = json.loads(r.stdout.splitlines()[-1])
+        assert summary["complete"] and summary["chunks_computed"] == 4
+    assert "embeddings in 2 forked processes" in forked.stderr
+    assert "forked processes" not in threads.stderr
+    a = dict(_arrays(zarr.open_group(tmp_path / "f.zarr", mode="r")))
+    b = dict(_arrays(zarr.open_group(tmp_path / "t.zarr", mode="r")))
+    assert a.keys() == b.keys() and ("features" in a) == bool(extra)
+    for name in a:
+        assert np.array_equal(a[name], b[name]), name
+
+
+def test_append_with_forked_workers_equals_a_run_over_all_graphs(tmp_path):
+    job = ["jobs/mutag-svm_theta.yaml", "--set", "kernel.base_kernel=linear", "--set", "gram.tile_size=50"]
+    stores = {}
+    for fork in ("1", "0"):
+        store = str(tmp_path / f"a{fork}.zarr")
+        first = _gramdist(fork, "run", *job, "--set", "dataset.limit=120", "--out", store, "--quiet")
+        assert first.returncode == 0, first.stderr
+        added = _gramdist(fork, "append", store, "{name: MUTAG, skip: 120}", "--quiet", "--json")
+        assert added.returncode == 0, added.stderr
+        assert json.loads(added.stdout.splitlines()[-1])["added"] == 68
+        assert ("forked processes" in added.stderr) == (fork == "1"), added.stderr
+        stores[fork] = zarr.open_group(store, mode="r")
+    # what the command reads to decide on forking, before any thread (no Zarr, no fsspec)
+    assert recorded_kernel_name(str(tmp_path / "a1.zarr")) == "svm_theta"
+    assert recorded_kernel_name(tmp_path / "missing.zarr") is None
+    assert recorded_kernel_name("s3://bucket/store.zarr") is None
+    full = _gramdist("0", "run", *job, "--out", str(tmp_path / "full.zarr"), "--quiet")
+    assert full.returncode == 0, full.stderr
+    stores["full"] = zarr.open_group(tmp_path / "full.zarr", mode="r")
+    for name in ("gram", "diag", "tile_checksums"):
+        want = np.asarray(stores["full"][name][...])
+        assert np.array_equal(np.asarray(stores["1"][name][...]), want), name
+        assert np.array_equal(np.asarray(stores["0"][name][...]), want), name
+
+
 def test_the_command_forks_only_for_kernels_that_ask_and_runs_here(tmp_path):
-    from gramdist.cli.run import embedding_processes
+    from gramdist.cli.common import embedding_processes, job_kernel_names
     from gramdist.engine.placement import Placement
     from gramdist.jobs import load_job
 
     svm = load_job(ROOT / "jobs/mutag-svm_theta.yaml", [])
     wl = load_job(ROOT / "jobs/mutag-wl.yaml", [])
     here = Placement()
-    assert embedding_processes(svm, here) >= 1
-    assert embedding_processes(wl, here) == 0
-    assert embedding_processes(svm, here.with_workers(2)) == 0  # a LocalCluster's workers embed
-    assert embedding_processes(svm, Placement(scheduler="tcp://127.0.0.1:8786")) == 0
-    assert embedding_processes(svm, Placement(in_process=False)) == 0
+    assert embedding_processes(job_kernel_names(svm), here) >= 1
+    assert embedding_processes(job_kernel_names(wl), here) == 0
+    assert embedding_processes(job_kernel_names(svm), here.with_workers(2)) == 0  # a LocalCluster's workers embed
+    assert embedding_processes(job_kernel_names(svm), Placement(scheduler="tcp://127.0.0.1:8786")) == 0
+    assert embedding_processes(job_kernel_names(svm), Placement(in_process=False)) == 0
     grid = load_job(ROOT / "jobs/mutag-wl.yaml", ["kernel.name=wl,svm_theta"])
-    assert embedding_processes(grid, here) >= 1
+    assert embedding_processes(job_kernel_names(grid), here) >= 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +87,27 @@ def scheduler_address(args: argparse.Namespace) -> str | None:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise JobError(f"--scheduler-file {args.scheduler_file}: no scheduler address in it ({exc})") from None
     return getattr(args, "scheduler", None)
+
+
+def job_kernel_names(job: Any) -> set[str]:
+    """The names of the kernels a job (and its grid) runs."""
+    names = {(job.kernel or {}).get("name")} | set((job.grid or {}).get("kernel.name", ()))
+    return {str(n) for n in names if n}
+
+
+def embedding_processes(kernel_names: Iterable[str], placement: Any) -> int:
+    """Worker processes for the command to fork for its embeddings: as many as a run in this
+    process has threads where one of the kernels ``embeds_in_processes`` and nothing sends the
+    run to a cluster (the data's size, which may still send it to one, is not known before the
+    read); else 0."""
+    from gramdist.engine.placement import in_process_threads
+    from gramdist.errors import JobError
+    from gramdist.kernels import kernel_class
+
+    if placement.in_process is False or placement.names_a_cluster():
+        return 0
+    try:
+        forks = any(kernel_class(name).embeds_in_processes for name in kernel_names)
+    except JobError:
+        return 0  # the run reports it
+    return in_process_threads() if forks else 0

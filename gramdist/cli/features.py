@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from typing import Any
 
-from gramdist.cli.common import add_job_run_arguments, job_placement, run_context
+from gramdist.cli.common import (
+    add_job_run_arguments,
+    embedding_processes,
+    job_kernel_names,
+    job_placement,
+    run_context,
+)
 from gramdist.lazy import prefetch
 
 
@@ -18,7 +25,7 @@ def register(sub: Any) -> None:
                                  "default <job name>-features.zarr")
     p.add_argument("--nystroem", type=int, metavar="M",
                    help="Nyström features with M landmark graphs from the fit sample (any kernel); "
-                        "without it, the kernel's explicit features (WL, NSPDK, ODD_ST)")
+                        "without it, the kernel's explicit features (WL, SP, NSPDK and most others)")
     p.add_argument("--landmarks", choices=("kmeans++", "uniform"), default="kmeans++",
                    help="how landmarks are drawn from the fit sample (default kernel k-means++ seeding)")
     p.add_argument("--eig-cutoff", type=float, default=None,
@@ -33,11 +40,11 @@ def register(sub: Any) -> None:
 def cmd_features(args: argparse.Namespace) -> int:
     from gramdist.engine.featurize import FeatureRequest, featurize_grid
     from gramdist.engine.nystroem import DEFAULT_EIG_CUTOFF, NystroemSpec
+    from gramdist.engine.processes import forked_workers
     from gramdist.errors import JobError
     from gramdist.jobs import load_job
 
     job = load_job(args.job, args.overrides)
-    prefetch("zarr")  # while the dataset is read, as `gramdist run` does
     nystroem = None
     if args.nystroem is not None:
         cutoff = DEFAULT_EIG_CUTOFF if args.eig_cutoff is None else args.eig_cutoff
@@ -45,8 +52,12 @@ def cmd_features(args: argparse.Namespace) -> int:
     elif args.eig_cutoff is not None:
         raise JobError("--eig-cutoff applies to Nyström features: give --nystroem M")
     request = FeatureRequest(args.chunk_size, nystroem, args.from_store)
-    results = featurize_grid(job, out=args.out, request=request, placement=job_placement(job, args),
-                             overwrite=args.overwrite, context=run_context(args))
+    placement = job_placement(job, args)
+    # forked before any thread starts (as `gramdist run` does), so before Zarr's import below
+    with forked_workers(embedding_processes(job_kernel_names(job), placement)) as forked:
+        prefetch("zarr")  # while the dataset is read, as `gramdist run` does
+        results = featurize_grid(job, out=args.out, request=request, placement=replace(placement, forked=forked),
+                                 overwrite=args.overwrite, context=run_context(args))
     summaries = [{"store": r.store, "complete": r.complete, "chunks_total": r.chunks_total,
                   "chunks_computed": r.chunks_computed, "chunks_already_done": r.chunks_already_done,
                   "workers": r.workers, "timings": {k: round(v, 4) for k, v in r.timings.items()}}

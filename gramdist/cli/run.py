@@ -7,7 +7,13 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from gramdist.cli.common import add_job_run_arguments, job_placement, run_context
+from gramdist.cli.common import (
+    add_job_run_arguments,
+    embedding_processes,
+    job_kernel_names,
+    job_placement,
+    run_context,
+)
 from gramdist.lazy import prefetch
 
 
@@ -26,7 +32,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     job = load_job(args.job, args.overrides)
     placement = job_placement(job, args)
     # forked before any thread starts, so before Zarr's import below
-    with forked_workers(embedding_processes(job, placement)) as forked:
+    with forked_workers(embedding_processes(job_kernel_names(job), placement)) as forked:
         prefetch("zarr")  # while the dataset is read (D&D labelled 3-graphlets: 1.30 -> 1.25 s)
         results = run_grid(job, out=args.out, placement=replace(placement, forked=forked),
                            overwrite=args.overwrite, context=run_context(args))
@@ -35,24 +41,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         for s in summaries:
             print(json.dumps(s))
     return 0 if all(s["complete"] for s in summaries) else 1
-
-
-def embedding_processes(job: Any, placement: Any) -> int:
-    """Worker processes to fork for ``job``'s embeddings: as many as a run in this process has
-    threads where one of its kernels ``embeds_in_processes`` and nothing sends it to a cluster
-    (the dataset's size, which may still send it to one, is not known before the read); else 0."""
-    from gramdist.engine.placement import in_process_threads
-    from gramdist.errors import JobError
-    from gramdist.kernels import kernel_class
-
-    if placement.in_process is False or placement.names_a_cluster():
-        return 0
-    names = {(job.kernel or {}).get("name")} | set((job.grid or {}).get("kernel.name", ()))
-    try:
-        forks = any(kernel_class(str(n)).embeds_in_processes for n in names if n)
-    except JobError:
-        return 0  # the run reports it
-    return in_process_threads() if forks else 0
 
 
 def _summary(result: Any) -> dict[str, Any]:

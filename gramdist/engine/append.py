@@ -481,10 +481,12 @@ def _run_on(run: _Append, plan: GramPlan, sink: StoreSink, entries: int) -> Any:
     """The steps into ``sink`` on the executor the placement gives for ``entries`` values."""
     t = time.perf_counter()
     nodes = nodes_to_embed(plan, sink.embeddings)  # old chunks kept in the store are read, not embedded
-    if run.placement.runs_here(entries, nodes) and not run.placement.names_a_cluster():
-        run.context.log(f"gramdist: a small append ({entries:,} Gram entries): computing in this process "
-                        "(--workers N for a cluster)")
+    here = run.placement.runs_here(entries, nodes) and not run.placement.names_a_cluster()
     with run.placement.executor(entries, run.context.log, nodes) as ex:
+        if here:
+            forked = ", the embeddings in the command's forked processes" if ex.forks() else ""
+            run.context.log(f"gramdist: a small append ({entries:,} Gram entries): computing in this process{forked} "
+                            "(--workers N for a cluster)")
         ex.warm_up(type(plan.kernel).__module__)
         plan.timings["cluster_s"] = time.perf_counter() - t
         result = compute_into_store(ex, plan, sink, run.context)

@@ -55,6 +55,10 @@ class Executor:
         """An iterator over futures as they finish, to which more can be ``add``-ed."""
         raise NotImplementedError
 
+    def forks(self) -> bool:
+        """Whether tasks submitted with ``processes=True`` run in forked worker processes."""
+        return False
+
     def warm_up(self, module: str) -> None:
         """Import ``module`` on every worker ahead of its first task (best effort)."""
 
@@ -362,7 +366,7 @@ class InlineExecutor(Executor):
     def submit(self, fn: Callable[..., Any], *args: Any, key: str, spread: bool = False,
                retries: int = 0, pooled: bool = False, background: bool = False,
                processes: bool = False) -> InlineFuture | PooledFuture:
-        if processes and self.workers is not None and self.threads > 1:
+        if processes and self.forks():
             return PooledFuture(key, _when_ready(self._started_worker_lane(), fn, args))
         if pooled and self.threads > 1:
             return PooledFuture(key, _when_ready(self._started_pool(), fn, args))
@@ -377,6 +381,9 @@ class InlineExecutor(Executor):
 
     def put(self, value: Any, key: str) -> InlineFuture:
         return InlineFuture(key, value)
+
+    def forks(self) -> bool:
+        return self.workers is not None and self.threads > 1
 
     def dashboard(self) -> str:
         if self.workers is None:

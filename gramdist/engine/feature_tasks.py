@@ -3,7 +3,10 @@
 Like :mod:`gramdist.engine.tasks`, each takes everything it needs as arguments and returns
 only small results: a chunk task loads (or generates) its graphs, embeds them, writes its
 rows into the feature store and returns a checksum, so nothing of a chunk outlives its task
-and memory stays bounded whatever the number of graphs.
+and memory stays bounded whatever the number of graphs. In the command's own process, a
+kernel that embeds in its forked workers has them compute only the chunk's embedding
+(:func:`chunk_embedding`); a thread of the process takes the rows from it and writes them, so
+that the forked workers never write to a store.
 """
 
 from __future__ import annotations
@@ -50,32 +53,61 @@ def _write_error(i: int, path: str, exc: OSError) -> TileError:
                      "rerun the command to resume once this is fixed")
 
 
-def sparse_chunk_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch | GraphChunk,
-                      target: ChunkTarget, i: int) -> dict[str, Any]:
-    """Explicit features of chunk ``i``: embed, take the kernel's feature rows, write them as CSR."""
+def chunk_rows(i: int, fn: Any, kernel: GraphKernel, state: KernelState, graphs: GraphBatch | GraphChunk,
+               *extra: Any) -> dict[str, Any]:
+    """Rows of chunk ``i``, in memory: ``fn(kernel, state, batch, *extra)`` (:func:`sparse_rows`
+    or :func:`nystroem_features`) on the chunk's graphs, read here if lazy, tagged with the
+    chunk, the seconds taken and the worker; a failure names the chunk and its graphs."""
+    return _computed_rows(i, fn, kernel, state, graphs, extra)[0]
+
+
+def chunk_task(target: ChunkTarget, i: int, fn: Any, kernel: GraphKernel, state: KernelState,
+               graphs: GraphBatch | GraphChunk, *extra: Any) -> dict[str, Any]:
+    """Chunk ``i`` computed as :func:`chunk_rows` and written into ``target`` in one task, so
+    that its rows never leave the worker; returns the small result the run records."""
+    rows, batch = _computed_rows(i, fn, kernel, state, graphs, extra)
+    t0 = time.perf_counter()
+    try:
+        if "features" in rows:
+            checksum, nnz = target.write_dense(i, rows["features"], rows["diag"], batch), rows["features"].size
+        else:
+            checksum, nnz = target.write_sparse(i, rows, batch), len(rows["keys"])
+    except OSError as exc:
+        raise _write_error(i, target.path, exc) from None
+    return {"chunk": i, "checksum": checksum, "nnz": int(nnz), "counts": rows["counts"],
+            "seconds": rows["seconds"] + time.perf_counter() - t0, "worker": rows["worker"]}
+
+
+def _computed_rows(i: int, fn: Any, kernel: GraphKernel, state: KernelState, graphs: GraphBatch | GraphChunk,
+                   extra: tuple[Any, ...]) -> tuple[dict[str, Any], GraphBatch]:
     t0 = time.perf_counter()
     batch = None
     try:
         batch = load_chunk(graphs)
-        rows = sparse_rows(kernel, state, batch)
+        rows = fn(kernel, state, batch, *extra)
     except Exception as exc:
         raise chunk_error(i, batch, exc) from exc
+    return {**rows, "chunk": i, "seconds": time.perf_counter() - t0, "worker": worker_name()}, batch
+
+
+def chunk_embedding(i: int, kernel: GraphKernel, state: KernelState, batch: GraphBatch) -> Any:
+    """The embedding of chunk ``i``'s graphs alone (what a forked worker computes for the
+    feature path; a thread then takes the rows from it); a failure names the chunk."""
     try:
-        checksum = target.write_sparse(i, rows, batch)
-    except OSError as exc:
-        raise _write_error(i, target.path, exc) from None
-    return {"chunk": i, "checksum": checksum, "nnz": int(len(rows["keys"])), "counts": rows["counts"],
-            "seconds": time.perf_counter() - t0, "worker": worker_name()}
+        return embed_task(kernel, state, batch)
+    except Exception as exc:
+        raise chunk_error(i, batch, exc) from exc
 
 
-def sparse_rows(kernel: GraphKernel, state: KernelState, batch: GraphBatch) -> dict[str, Any]:
-    """Explicit features of graphs: embed, take the kernel's feature rows and K(g, g).
+def sparse_rows(kernel: GraphKernel, state: KernelState, batch: GraphBatch, emb: Any = None) -> dict[str, Any]:
+    """Explicit features of graphs: embed (unless ``emb``, their embedding, is given), take the
+    kernel's feature rows and K(g, g).
 
     Returns a dict with ``indptr`` (G+1,), ``keys`` (nnz,) uint64 feature ids, ``values``
     (nnz,) float64, ``diag`` (G,) raw K(g, g) and ``counts`` (the kernel's counters): what a
     chunk task writes, and what :class:`gramdist.FeatureTransformer` keeps in memory.
     """
-    emb = embed_task(kernel, state, batch)
+    emb = embed_task(kernel, state, batch) if emb is None else emb
     rows = kernel.feature_vectors(emb, state)
     if len(rows) != len(batch):
         raise RuntimeError(f"feature_vectors returned {len(rows)} rows for {len(batch)} graphs")
@@ -101,33 +133,15 @@ def nystroem_rows(kernel: GraphKernel, state: KernelState, emb: Any, diag: np.nd
     return phi
 
 
-def nystroem_chunk_task(kernel: GraphKernel, state: KernelState, graphs: GraphBatch | GraphChunk, landmarks: Any,
-                        nys: NystroemState, normalize: bool, target: ChunkTarget, i: int) -> dict[str, Any]:
-    """Nyström features of chunk ``i``: embed, K(x, L) against the landmarks, project, write."""
-    t0 = time.perf_counter()
-    batch = None
-    try:
-        batch = load_chunk(graphs)
-        rows = nystroem_features(kernel, state, batch, landmarks, nys, normalize)
-    except Exception as exc:
-        raise chunk_error(i, batch, exc) from exc
-    phi = rows["features"]
-    try:
-        checksum = target.write_dense(i, phi, rows["diag"], batch)
-    except OSError as exc:
-        raise _write_error(i, target.path, exc) from None
-    return {"chunk": i, "checksum": checksum, "nnz": int(phi.size), "counts": rows["counts"],
-            "seconds": time.perf_counter() - t0, "worker": worker_name()}
-
-
 def nystroem_features(kernel: GraphKernel, state: KernelState, batch: GraphBatch, landmarks: Any,
-                      nys: NystroemState, normalize: bool) -> dict[str, Any]:
-    """Nyström features of graphs: embed, K(x, L) against the embedded ``landmarks``, project.
+                      nys: NystroemState, normalize: bool, emb: Any = None) -> dict[str, Any]:
+    """Nyström features of graphs: embed (unless ``emb``, their embedding, is given), K(x, L)
+    against the embedded ``landmarks``, project.
 
     Returns a dict with ``features`` (G, k) float64, ``diag`` (G,) raw K(g, g) and ``counts``:
     what a chunk task writes, and what :class:`gramdist.FeatureTransformer` returns.
     """
-    emb = embed_task(kernel, state, batch)
+    emb = embed_task(kernel, state, batch) if emb is None else emb
     diag = np.asarray(kernel.self_similarity(emb, state), dtype=np.float64)
     phi = nystroem_rows(kernel, state, emb, diag, landmarks, nys, normalize)
     return {"features": phi, "diag": diag, "counts": _counts(kernel, emb)}

@@ -2,7 +2,7 @@
 
 A Gram store grows as N²; a feature store holds one row per graph. Two kinds:
 
-* **Explicit** (kernels with ``has_feature_vectors``: WL, NSPDK, ODD_ST): each graph's exact
+* **Explicit** (kernels with ``has_feature_vectors``: WL, NSPDK, ODD_ST, SP and 19 others): each graph's exact
   sparse feature vector, written as CSR with the kernel's stable hashes as column ids. The
   dot products of the stored rows are the Gram of the same job, bit for bit.
 * **Nyström** (any kernel, ``--nystroem m``): m landmark graphs L are drawn from the fit
@@ -338,27 +338,21 @@ class _ChunkSubmitter:
     def __call__(self, i: int) -> Any:
         a, b = self.plan.grid.range(i)
         chunk, kernel, target = self.graphs[a:b], self.plan.kernel, self.sink.target
-        if self.nys_f is None:
-            if target is None:
-                return self.ex.submit(_tagged, i, ft.sparse_rows, kernel, self.state_f, chunk,
-                                      key=f"features-{i}-{self.token}", spread=True)
-            return self.ex.submit(ft.sparse_chunk_task, kernel, self.state_f, chunk, target, i,
-                                  key=f"features-{i}-{self.token}", spread=True, retries=1)
+        key = f"{'features' if self.nys_f is None else 'nystroem'}-{i}-{self.token}"
+        fn, extra = ((ft.sparse_rows, ()) if self.nys_f is None
+                     else (ft.nystroem_features, (self.land_f, self.nys_f, self.plan.normalize)))
+        where = steps.embedding_lane(kernel)
+        if self.ex.forks() and steps.embeds_in_worker(kernel, chunk):
+            # a forked worker embeds; the rows are taken from the embedding (and written) in
+            # the pool, so the workers never write to a store (gramdist.engine.processes)
+            emb = self.ex.submit(ft.chunk_embedding, i, kernel, self.state_f, chunk, key=f"embed-{key}",
+                                 processes=True, **where)
+            extra, where = (*extra, emb), {"pooled": True}
         if target is None:
-            return self.ex.submit(_tagged, i, ft.nystroem_features, kernel, self.state_f, chunk, self.land_f,
-                                  self.nys_f, self.plan.normalize, key=f"nystroem-{i}-{self.token}", spread=True)
-        return self.ex.submit(ft.nystroem_chunk_task, kernel, self.state_f, chunk, self.land_f, self.nys_f,
-                              self.plan.normalize, target, i, key=f"nystroem-{i}-{self.token}", spread=True,
-                              retries=1)
-
-
-def _tagged(i: int, fn: Any, *args: Any) -> dict[str, Any]:
-    """``fn(*args)`` (a dict of a chunk's rows) tagged with the chunk's index, in memory; a
-    failure names the chunk and its graphs."""
-    try:
-        return {**fn(*args), "chunk": i}
-    except Exception as exc:
-        raise ft.chunk_error(i, args[2] if len(args) > 2 and isinstance(args[2], GraphBatch) else None, exc) from exc
+            return self.ex.submit(ft.chunk_rows, i, fn, kernel, self.state_f, chunk, *extra, key=key, spread=True,
+                                  **where)
+        return self.ex.submit(ft.chunk_task, target, i, fn, kernel, self.state_f, chunk, *extra, key=key,
+                              spread=True, retries=1, **where)
 
 
 def run_chunks(ex: Executor, submit: Any, sink: ChunkSink, todo: list[int], context: RunContext,

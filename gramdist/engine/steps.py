@@ -231,6 +231,19 @@ class ColumnCache:
     diag: dict[int, Any] = field(default_factory=dict)
 
 
+def embeds_in_worker(kernel: Any, chunk: Any) -> bool:
+    """Whether a chunk's embedding may go to the command's forked workers (a lazy chunk, not
+    yet read, stays here)."""
+    return isinstance(chunk, GraphBatch) and kernel.embeds_in_worker_process(chunk)
+
+
+def embedding_lane(kernel: Any) -> dict[str, bool]:
+    """How a kernel's per-chunk tasks run in process: in the pool where its embeddings release
+    the GIL, else in the background thread (see :class:`InlineExecutor`)."""
+    pooled = bool(kernel.embeds_in_threads)
+    return {"pooled": pooled, "background": not pooled}
+
+
 @dataclass
 class _Embedder:
     """Submits the embedding tasks of one computation (see :func:`embed`)."""
@@ -247,33 +260,22 @@ class _Embedder:
     def submit(self, batch: GraphBatch, rng: tuple[int, int], tag: str) -> Any:
         chunk = batch[rng[0]:rng[1]]
         key = f"embed-{tag}-{self.token}"
-        where = self.where()
+        where = embedding_lane(self.plan.kernel)
         self.order.append(tag)
         cache = self.sink.embeddings
         if cache is None:
             return self.ex.submit(tasks.embed_task, self.plan.kernel, self.state_f, chunk, key=key, spread=True,
-                                  processes=self.in_worker(chunk), **where)
+                                  processes=embeds_in_worker(self.plan.kernel, chunk), **where)
         checksum = chunk.checksum()
         # keep=False: the task only reads the store, so it may run in a forked worker
         fut = self.ex.submit(tasks.cached_embed_task, self.plan.kernel, self.state_f, chunk, cache, tag, checksum,
-                             False, key=key, spread=True, processes=self.in_worker(chunk), **where)
+                             False, key=key, spread=True, processes=embeds_in_worker(self.plan.kernel, chunk), **where)
         if self.plan.kernel.embedding_worth_keeping:
             # kept by a task of its own, in the pool: not on the way from one embedding to the
             # next (NCI1 shortest path: 4 x 18 ms of Zarr writes off the embedding thread)
             self.keeps.append(self.ex.submit(tasks.keep_embedding_task, cache, tag, fut, checksum,
                                              key=f"keep-{tag}-{self.token}", pooled=True))
         return fut
-
-    def in_worker(self, chunk: Any) -> bool:
-        """Whether a chunk's embedding may go to the command's forked workers (a lazy chunk,
-        not yet read, stays here)."""
-        return isinstance(chunk, GraphBatch) and self.plan.kernel.embeds_in_worker_process(chunk)
-
-    def where(self) -> dict[str, bool]:
-        """How the kernel's per-chunk tasks run in process: in the pool where its embeddings
-        release the GIL, else in the background thread (see :class:`InlineExecutor`)."""
-        pooled = self.plan.kernel.embeds_in_threads
-        return {"pooled": pooled, "background": not pooled}
 
     def column(self, j: int, tag: str) -> Any:
         rng = self.plan.grid.col_range(j)
@@ -291,7 +293,7 @@ class _Embedder:
             return self.cache.diag[c]
         # run where the embedding it takes runs: inline, it would wait for that embedding here
         fut = self.ex.submit(tasks.diag_task, self.plan.kernel, self.state_f, emb, key=f"diag-{side}{c}-{self.token}",
-                             **self.where())
+                             **embedding_lane(self.plan.kernel))
         if cached:
             self.cache.diag[c] = fut
         return fut
@@ -342,7 +344,7 @@ def embed(ex: Executor, plan: GramPlan, state_f: Any, sink: Any, todo: list[tupl
         out.cols = {j: with_diag("c", j, emb.column(j, chunk_tag("c", j, False))) for j in sorted(col_needed)}
     if kernel.has_embedding_counts:
         out.counts = [ex.submit(tasks.embedding_counts_task, kernel, f, key=f"counts-{side}{c}-{token}",
-                                **emb.where())
+                                **embedding_lane(kernel))
                       for side, embs in out.sides(grid.symmetric) for c, f in sorted(embs.items())]
     _count_uses(out, todo, grid.symmetric)
     return out

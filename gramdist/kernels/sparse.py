@@ -1,4 +1,4 @@
-"""Sparse explicit feature vectors shared by the explicit-feature kernels (WL, NSPDK, ODD_ST).
+"""Sparse explicit feature vectors shared by the explicit-feature kernels (WL, NSPDK, ODD_ST, SP, ...).
 
 A :class:`SparseFeatures` holds one sparse vector per graph in CSR-like flat arrays::
 
@@ -572,7 +572,7 @@ def _segment_sum_sequential(v: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 class SparseFeatureKernel(GraphKernel):
-    """Base of the explicit-feature kernels (WL, NSPDK, ODD_ST): K(a, b) = <phi(a), phi(b)>.
+    """Base of the sparse explicit-feature kernels (WL, NSPDK, ODD_ST, SP, ...): K(a, b) = <phi(a), phi(b)>.
 
     Subclasses implement :meth:`features`; ``embed`` returns those features, ``pairwise`` is
     their exact :func:`dot` and ``self_similarity`` their :func:`sq_norms`. The default

@@ -27,6 +27,7 @@ from gramdist.engine.store.base import (
     as_location,
     check_replaceable,
     creation_cut_short,
+    group_attributes,
     store_kind,
     store_version,
 )
@@ -39,6 +40,7 @@ from gramdist.engine.store.location import Location, Sidecar
 from gramdist.engine.store.lock import Lease, LeaseLost, StoreBusyError, StoreLock, current_writer
 from gramdist.engine.store.state import EmbeddingCache, load_state
 from gramdist.errors import StoreError
+from gramdist.urls import is_url
 
 
 def open_store(where: Any, mode: str = "r") -> GramStore | FeatureStore:
@@ -72,6 +74,17 @@ def info(where: Any) -> dict[str, Any]:
     return open_store(where).info()
 
 
+def recorded_kernel_name(where: Any) -> str | None:
+    """The name of the kernel a local store records, from its metadata file alone: no Zarr, so
+    no thread started (``gramdist append`` forks its workers before any thread). None for a
+    store in an object store, or metadata that cannot be read (opening the store says why)."""
+    if getattr(where, "remote", False) or is_url(str(where)):
+        return None  # not even a Location made: an object store's starts fsspec's thread
+    kernel = (group_attributes(as_location(where)) or {}).get("kernel")
+    name = kernel.get("name") if isinstance(kernel, dict) else None
+    return name if isinstance(name, str) else None
+
+
 def read_state(where: Any) -> Any:
     """The fitted state of the store at ``where`` (either kind)."""
     return open_store(where).read_state()
@@ -81,5 +94,5 @@ __all__ = [
     "ChunkGrid", "ChunkTarget", "Lease", "LeaseLost", "check_replaceable", "creation_cut_short", "EmbeddingCache", "FeatureMeta", "FeatureStore", "GRAM_DTYPES", "GramMeta", "GramStore",
     "Location", "Sidecar", "Store", "StoreBusyError", "StoreError", "StoreLock", "TileGrid", "TileTarget", "check_dtype",
     "current_writer", "info", "is_feature_store", "is_gram_store", "is_store", "kept_tiles", "load_state", "open_features",
-    "open_gram", "open_store", "read_state", "store_version", "tile_checksum", "verify", "words_checksum",
+    "open_gram", "open_store", "read_state", "recorded_kernel_name", "store_version", "tile_checksum", "verify", "words_checksum",
 ]
