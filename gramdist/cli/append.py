@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gramdist.cli.common import add_tls_arguments, apply_tls_arguments, embedding_processes, run_context
+from gramdist.cli.common import add_tls_arguments, apply_tls_arguments, forked_placement, run_context
 from gramdist.errors import JobError
 from gramdist.jobs import yaml_problem
 
@@ -59,17 +58,16 @@ def parse_dataset_argument(text: str | None) -> Any:
 def cmd_append(args: argparse.Namespace) -> int:
     from gramdist.engine.append import append
     from gramdist.engine.placement import Placement
-    from gramdist.engine.processes import forked_workers
     from gramdist.engine.store import recorded_kernel_name
     from gramdist.jobs import ClusterSpec
 
     cluster = apply_tls_arguments(ClusterSpec(n_workers=args.workers), args)
-    placement = Placement(scheduler=args.scheduler, cluster=cluster, in_process="auto")
     kernel = recorded_kernel_name(args.store)
     # forked before any thread starts, as `gramdist run` does (the store is read after)
-    with forked_workers(embedding_processes([kernel] if kernel else [], placement)) as forked:
+    with forked_placement([kernel] if kernel else [],
+                          Placement(scheduler=args.scheduler, cluster=cluster, in_process="auto")) as placement:
         result = append(args.store, parse_dataset_argument(args.data), base=parse_dataset_argument(args.base),
-                        placement=replace(placement, forked=forked), abort=args.abort, context=run_context(args))
+                        placement=placement, abort=args.abort, context=run_context(args))
     if args.json:
         print(json.dumps({"store": result.store, "added": result.added, "n_rows": result.n_rows,
                           "complete": result.complete, "tiles_total": result.tiles_total,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +113,14 @@ def embedding_processes(kernel_names: Iterable[str], placement: Any) -> int:
     except JobError:
         return 0  # the run reports it
     return in_process_threads() if forks else 0
+
+
+@contextlib.contextmanager
+def forked_placement(kernel_names: Iterable[str], placement: Any) -> Iterator[Any]:
+    """``placement`` with the command's embedding workers (:func:`embedding_processes` of them)
+    forked now, so call it before anything starts a thread (Zarr's import, a store's read);
+    the workers are closed at the end."""
+    from gramdist.engine.processes import forked_workers
+
+    with forked_workers(embedding_processes(kernel_names, placement)) as forked:
+        yield replace(placement, forked=forked)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from typing import Any
 
 from gramdist.cli.common import (
     add_job_run_arguments,
-    embedding_processes,
+    forked_placement,
     job_kernel_names,
     job_placement,
     run_context,
@@ -40,7 +39,6 @@ def register(sub: Any) -> None:
 def cmd_features(args: argparse.Namespace) -> int:
     from gramdist.engine.featurize import FeatureRequest, featurize_grid
     from gramdist.engine.nystroem import DEFAULT_EIG_CUTOFF, NystroemSpec
-    from gramdist.engine.processes import forked_workers
     from gramdist.errors import JobError
     from gramdist.jobs import load_job
 
@@ -52,11 +50,10 @@ def cmd_features(args: argparse.Namespace) -> int:
     elif args.eig_cutoff is not None:
         raise JobError("--eig-cutoff applies to Nyström features: give --nystroem M")
     request = FeatureRequest(args.chunk_size, nystroem, args.from_store)
-    placement = job_placement(job, args)
     # forked before any thread starts (as `gramdist run` does), so before Zarr's import below
-    with forked_workers(embedding_processes(job_kernel_names(job), placement)) as forked:
+    with forked_placement(job_kernel_names(job), job_placement(job, args)) as placement:
         prefetch("zarr")  # while the dataset is read, as `gramdist run` does
-        results = featurize_grid(job, out=args.out, request=request, placement=replace(placement, forked=forked),
+        results = featurize_grid(job, out=args.out, request=request, placement=placement,
                                  overwrite=args.overwrite, context=run_context(args))
     summaries = [{"store": r.store, "complete": r.complete, "chunks_total": r.chunks_total,
                   "chunks_computed": r.chunks_computed, "chunks_already_done": r.chunks_already_done,
