@@ -149,11 +149,13 @@ def test_run_with_forked_workers_writes_the_same_store(tmp_path):
 def _gramdist(fork: str, *argv: str) -> subprocess.CompletedProcess:
     # any command through the executable's path, the node threshold lowered (built-in MUTAG)
     return run_python(f"""
+        import os
         import sys
         import gramdist.engine.placement as placement
         from gramdist.cli import entry_point
 
         placement.FORKED_MIN_NODES = 0
+        print(f"command pid {{os.getpid()}}", file=sys.stderr, flush=True)
         sys.argv = ["gramdist", *{list(argv)!r}]
         entry_point()
     """, env={"GRAMDIST_FORK": fork, "GRAMDIST_THREADS": "2"}, timeout=300)
@@ -183,6 +185,11 @@ def test_features_with_forked_workers_write_the_same_store(tmp_path, extra):
         assert summary["complete"] and summary["chunks_computed"] == 4
     assert "embeddings in 2 forked processes" in forked.stderr
     assert "forked processes" not in threads.stderr
+    # the summary's workers are the processes that embedded: the forked ones, or the command
+    for r, by_command in ((forked, False), (threads, True)):
+        command = r.stderr.split("command pid ")[1].split()[0]
+        pids = {w.rsplit(":", 1)[1] for w in json.loads(r.stdout.splitlines()[-1])["workers"]}
+        assert (pids == {command}) == by_command, (pids, command)
     a = dict(_arrays(zarr.open_group(tmp_path / "f.zarr", mode="r")))
     b = dict(_arrays(zarr.open_group(tmp_path / "t.zarr", mode="r")))
     assert a.keys() == b.keys() and ("features" in a) == bool(extra)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -81,20 +82,32 @@ def chunk_task(target: ChunkTarget, i: int, fn: Any, kernel: GraphKernel, state:
 def _computed_rows(i: int, fn: Any, kernel: GraphKernel, state: KernelState, graphs: GraphBatch | GraphChunk,
                    extra: tuple[Any, ...]) -> tuple[dict[str, Any], GraphBatch]:
     t0 = time.perf_counter()
+    worker = worker_name()
+    if extra and isinstance(extra[-1], WorkerEmbedding):  # the chunk's work was its embedding's
+        worker, extra = extra[-1].worker, (*extra[:-1], extra[-1].embedding)
     batch = None
     try:
         batch = load_chunk(graphs)
         rows = fn(kernel, state, batch, *extra)
     except Exception as exc:
         raise chunk_error(i, batch, exc) from exc
-    return {**rows, "chunk": i, "seconds": time.perf_counter() - t0, "worker": worker_name()}, batch
+    return {**rows, "chunk": i, "seconds": time.perf_counter() - t0, "worker": worker}, batch
 
 
-def chunk_embedding(i: int, kernel: GraphKernel, state: KernelState, batch: GraphBatch) -> Any:
+@dataclass(frozen=True)
+class WorkerEmbedding:
+    """A chunk's embedding and the process that computed it: the run's summary names that
+    process as the chunk's worker, not the thread that then took the rows."""
+
+    embedding: Any
+    worker: str
+
+
+def chunk_embedding(i: int, kernel: GraphKernel, state: KernelState, batch: GraphBatch) -> WorkerEmbedding:
     """The embedding of chunk ``i``'s graphs alone (what a forked worker computes for the
     feature path; a thread then takes the rows from it); a failure names the chunk."""
     try:
-        return embed_task(kernel, state, batch)
+        return WorkerEmbedding(embed_task(kernel, state, batch), worker_name())
     except Exception as exc:
         raise chunk_error(i, batch, exc) from exc
 
