@@ -9,13 +9,14 @@ from gramdist.kernels import sparse as sf
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 
 
-def random_features(rng: np.random.Generator, n_graphs: int, integer: bool) -> SparseFeatures:
-    """Rows mixing a few keys held by almost every graph (the dense part) and rare keys."""
+def random_features(rng: np.random.Generator, n_graphs: int, integer: bool, private: int = 12) -> SparseFeatures:
+    """Rows mixing a few keys held by almost every graph (the dense part) and rare keys (up to
+    ``private - 1`` of them a row)."""
     rows, keys, vals = [], [], []
     heavy = rng.integers(0, 2**63, size=6, dtype=np.uint64)
     for g in range(n_graphs):
         ks = np.concatenate([heavy[rng.random(6) < 0.9],
-                             rng.integers(0, 2**63, size=rng.integers(0, 12), dtype=np.uint64),
+                             rng.integers(0, 2**63, size=rng.integers(0, private), dtype=np.uint64),
                              rng.choice(np.arange(1, 40, dtype=np.uint64), size=5, replace=False)])
         ks = np.unique(ks)
         rows.append(np.full(len(ks), g))
@@ -39,11 +40,14 @@ def brute_dot(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
     return out
 
 
+@pytest.mark.parametrize("private", [12, 80])
 @pytest.mark.parametrize("integer", [True, False])
-def test_dot_equals_brute_force_and_is_tile_invariant(integer):
+def test_dot_equals_brute_force_and_is_tile_invariant(integer, private):
+    # private=80: most entries on rare keys, so small blocks (each key frequent in one row)
+    # are cut once and larger ones per tile, and tiles mix the two
     rng = np.random.default_rng(3)
-    x = random_features(rng, 70, integer)
-    assert (x._max_integer_l1() < np.inf) == integer
+    x = random_features(rng, 70, integer, private)
+    assert (x._max_integer_sq_norm() < np.inf) == integer
     full = dot(x, x)
     ref = brute_dot(x, x)
     if integer:
@@ -59,27 +63,64 @@ def test_dot_equals_brute_force_and_is_tile_invariant(integer):
                 assert np.array_equal(dot(a, b), full[lo:lo + cut, lo2:lo2 + 2 * cut + 1])
 
 
-def test_integer_path_uses_the_dense_product(monkeypatch):
-    """Heavy keys go through the dense product; a too-large bound falls back to the sequential one."""
+@pytest.mark.parametrize("private", [12, 80], ids=["mostly-frequent", "mostly-private"])
+def test_integer_path_uses_the_dense_product(monkeypatch, private):
+    """Heavy keys go through the dense product: cut once per embedding where most entries are on
+    frequent keys, per tile otherwise; a too-large bound falls back to the sequential sum."""
     rng = np.random.default_rng(5)
-    x = random_features(rng, 40, integer=True)
-    calls = []
-    original = sf._split_columns
-    monkeypatch.setattr(sf, "_split_columns", lambda *a: calls.append(1) or original(*a))
+    x = random_features(rng, 40, integer=True, private=private)
+    assert x._mostly_frequent() == (private == 12)
+    splits, tile_cuts = [], []
+    original_split, original_cut = sf._frequent_split, sf._split_columns
+    monkeypatch.setattr(sf, "_frequent_split", lambda *a: splits.append(original_split(*a)) or splits[-1])
+    monkeypatch.setattr(sf, "_split_columns", lambda *a: tile_cuts.append(1) or original_cut(*a))
     expected = brute_dot(x, x)
-    assert np.array_equal(dot(x, x[:]), expected)
-    assert calls, "heavy keys should have used the dense product"
-    big = SparseFeatures(x.indptr, x.keys, x.values * 2.0**27)  # L1 products above 2**53
-    calls.clear()
+    for a, b in ((x, x[:]), (x, x)):
+        assert np.array_equal(dot(a, b), expected)
+    if private == 12:
+        assert len(splits) == 2 and all(s.dense_t.shape[0] >= 4 for s in splits) and not tile_cuts
+    else:
+        assert tile_cuts and not splits
+    big = SparseFeatures(x.indptr, x.keys, x.values * 2.0**27)  # squares above 2**53
+    splits.clear()
+    tile_cuts.clear()
     assert np.array_equal(dot(big, big[:]), expected * 2.0**54)
-    assert not calls
+    assert not splits and not tile_cuts
+
+
+def test_frequent_split_is_cut_once_per_embedding_and_within_its_budget():
+    """The dense part holds the keys >= 1/16 of the rows hold, is cached on the embedding (its
+    tiles reuse it) and stays within DENSE_BUDGET cells per stored entry; every part of the cut
+    is the embedding's, no entry lost or doubled."""
+    rng = np.random.default_rng(11)
+    x = random_features(rng, 64, integer=True)
+    s = x._frequent_split(np.float32)
+    assert s is x._frequent_split(np.float32) and s.dense_t.dtype == np.float32
+    held = np.bincount(x._key_positions(), minlength=len(x._sorted_keys()))
+    assert np.array_equal(s.keys, x._sorted_keys()[held * sf.FREQUENT_SHARE >= len(x)])
+    assert s.dense_t.size <= sf.DENSE_BUDGET * x.nnz
+    assert np.array_equal(np.sort(np.concatenate([s.keys, s.rest_keys])), x._sorted_keys())
+    rebuilt = np.concatenate([s.dense_t.T, s.rest.toarray()], axis=1)[:, np.argsort(np.concatenate([s.keys, s.rest_keys]))]
+    assert np.array_equal(rebuilt, x.to_csr(x._sorted_keys()).toarray())
+    # sparse rows over many distinct keys, each held by a quarter of the rows: at 1/16 the
+    # dense part would be 1/4 full, over budget; the cut falls back to keys held by >= 1/4
+    n, keys = 64, np.arange(1, 129, dtype=np.uint64)
+    g = np.concatenate([np.full(8, i) for i in range(n)])
+    k = np.concatenate([rng.choice(keys, 8, replace=False) for _ in range(n)])
+    y = SparseFeatures.from_pairs(g, k, 1.0, n)
+    held_y = np.bincount(y._key_positions())
+    assert np.count_nonzero(held_y * sf.FREQUENT_SHARE >= n) * n > sf.DENSE_BUDGET * y.nnz  # over at 1/16
+    sy = y._frequent_split(np.float64)
+    assert sy.dense_t.size <= sf.DENSE_BUDGET * y.nnz
+    assert np.array_equal(sy.keys, y._sorted_keys()[held_y * sf.RARE_SHARE >= n])
+    assert np.array_equal(dot(y, y), brute_dot(y, y)) and np.array_equal(dot(y[:30], y[20:]), brute_dot(y[:30], y[20:]))
 
 
 def test_integer_dense_product_in_float32_only_where_exact(monkeypatch):
     """Partial sums below 2**24 take the float32 dense product; larger ones float64; both exact."""
     dtypes = []
-    original = sf._split_columns
-    monkeypatch.setattr(sf, "_split_columns", lambda m, d, n, dt=np.float64: dtypes.append(dt) or original(m, d, n, dt))
+    original = sf._frequent_split
+    monkeypatch.setattr(sf, "_frequent_split", lambda x, dt: dtypes.append(dt) or original(x, dt))
 
     def two(va: float, vb: float) -> tuple[SparseFeatures, SparseFeatures]:
         keys = np.array([7, 11], np.uint64)
@@ -87,13 +128,19 @@ def test_integer_dense_product_in_float32_only_where_exact(monkeypatch):
         b = SparseFeatures(np.array([0, 2, 4]), np.tile(keys, 2), np.array([vb, 2.0, vb, 2.0]))
         return a, b
 
-    a, b = two(4094.0, 4095.0)  # L1 bound 4095 * 4097 = 2**24 - 1: float32
+    a, b = two(4094.0, 4095.0)  # |partial sums| <= ||a|| ||b||: (4094² + 1)(4095² + 4) < 2**48, float32
     assert np.array_equal(dot(a, b), np.full((2, 2), 4094.0 * 4095.0 + 2.0))
     assert dtypes and all(dt == np.float32 for dt in dtypes)
     dtypes.clear()
     a, b = two(8191.0, 4097.0)  # 33,558,529 is odd and above 2**25: float32 would round it
     assert np.array_equal(dot(a, b), np.full((2, 2), 8191.0 * 4097.0 + 2.0))
     assert dtypes and all(dt == np.float64 for dt in dtypes)
+    # many small counts: an L1 bound (4096 * 4096 = 2**24) would rule float32 out, the L2 one
+    # (||a|| ||b|| = 4096 < 2**24) lets it in, and the sums are still exact
+    dtypes.clear()
+    wide = SparseFeatures(np.array([0, 4096, 8192]), np.tile(np.arange(1, 4097, dtype=np.uint64), 2), np.ones(8192))
+    assert np.array_equal(dot(wide, wide[:]), np.full((2, 2), 4096.0))
+    assert dtypes and all(dt == np.float32 for dt in dtypes)
 
 
 def test_few_keys_go_key_by_key_with_the_sparse_products_bits(monkeypatch):

@@ -76,23 +76,26 @@ class SparseFeatures(DerivedCache):
         a, b = self.indptr[i], self.indptr[i + 1]
         return self.keys[a:b], self.values[a:b]
 
-    def _max_integer_l1(self) -> float:
-        """Largest row L1 norm if every value is an integer, else ``inf`` (cached).
+    def _max_integer_sq_norm(self) -> float:
+        """Largest row sum of squares if every value is an integer and that sum is below 2**53
+        (so exact), else ``inf`` (cached).
 
-        ``a._max_integer_l1() * b._max_integer_l1() < 2**53`` guarantees that every partial
-        sum of every dot product between rows of ``a`` and ``b`` is an exact float64 integer.
+        Every partial sum of a dot product of rows a_i, b_j is at most ||a_i|| ||b_j|| in
+        magnitude (Cauchy-Schwarz on |a_i|, |b_j|). So ``a._max_integer_sq_norm() *
+        b._max_integer_sq_norm()`` below 2**106 makes every partial sum an exact float64
+        integer, and below 2**48 an exact float32 one (pyramid match on D&D, rows 0-511: a bound
+        of 4.7e10 from the rows' L1 norms, 5.0e5 from their L2 norms: float32 dense products).
         """
-        if "max_integer_l1" not in self._cache:
+        if "max_integer_sq_norm" not in self._cache:
             v = self.values
-            if len(v) == 0:
-                val = 0.0
-            elif np.all(np.floor(v) == v):
-                csum = np.concatenate([[0.0], np.cumsum(np.abs(v))])
-                val = float(np.max(csum[self.indptr[1:]] - csum[self.indptr[:-1]]))
-            else:
+            val = 0.0
+            if len(v) and np.all(np.floor(v) == v):
+                val = float(np.max(sq_norms(self)))
+                val = val if val < 2.0**53 else np.inf
+            elif len(v):
                 val = np.inf
-            self._cache["max_integer_l1"] = val
-        return self._cache["max_integer_l1"]
+            self._cache["max_integer_sq_norm"] = val
+        return self._cache["max_integer_sq_norm"]
 
     def _sorted_keys(self) -> np.ndarray:
         """Sorted distinct keys of all rows (cached: an embedding meets many tiles)."""
@@ -106,6 +109,12 @@ class SparseFeatures(DerivedCache):
             self._sort_keys()
         return self._cache["shared_keys"]
 
+    def _key_rows(self) -> np.ndarray:
+        """Rows holding each key of :meth:`_sorted_keys` (cached; keys are distinct in a row)."""
+        if "key_rows" not in self._cache:
+            self._sort_keys()
+        return self._cache["key_rows"]
+
     def _key_positions(self) -> np.ndarray:
         """(nnz,) position of each stored key in :meth:`_sorted_keys` (cached: a tile maps the
         sorted keys to its columns, a short search in order, and every entry follows by a
@@ -116,12 +125,28 @@ class SparseFeatures(DerivedCache):
             self._cache["key_positions"] = pos.astype(np.int32) if len(u) < 2**31 else pos
         return self._cache["key_positions"]
 
+    def _mostly_frequent(self) -> bool:
+        """At least SPLIT_SHARE of the entries are on keys 1/FREQUENT_SHARE of the rows hold."""
+        held = self._key_rows()
+        return bool(held[held * FREQUENT_SHARE >= len(self)].sum() >= SPLIT_SHARE * self.nnz)
+
+    def _frequent_split(self, dtype: type) -> FrequentSplit:
+        """This embedding cut into dense and CSR columns for exact integer tiles (cached, per
+        dense dtype: an embedding meets many tiles); see :class:`FrequentSplit`."""
+        name = f"frequent_split_{np.dtype(dtype).name}"
+        if name not in self._cache:
+            self._cache[name] = _frequent_split(self, dtype)
+        return self._cache[name]
+
     def _sort_keys(self) -> None:
         s = np.sort(self.keys)
         if len(s) == 0:
             self._cache["sorted_keys"] = self._cache["shared_keys"] = s
+            self._cache["key_rows"] = np.zeros(0, np.int64)
             return
         new = run_starts(s)
+        starts = np.flatnonzero(new)
+        self._cache["key_rows"] = np.diff(starts, append=len(s))
         self._cache["sorted_keys"] = s[new]
         dup = s[1:][~new[1:]]  # the 2nd, 3rd, ... copies of repeated keys
         self._cache["shared_keys"] = unique_sorted(dup)
@@ -321,31 +346,42 @@ def dot(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
 
     Each entry is the sequential sum, in increasing key order, of the products over common
     keys: bitwise independent of the other rows of ``a`` and ``b`` (see module docstring).
-    Only keys present in both operands become columns, so operands with mostly private
-    features (e.g. NSPDK on large graphs) cost two sorts and a merge, not a full key mapping.
+    Integer operands whose every partial sum is exact may add in any order (the same bits):
+    where most of their entries are on keys that many rows hold (pyramid match's unary
+    codes), each operand is cut once into dense and CSR columns (:func:`_dot_split`);
+    otherwise a tile takes the keys both hold, so operands with mostly private features
+    (e.g. NSPDK on large graphs) cost two sorts and a merge, not a full key mapping.
     """
     out = np.zeros((len(a), len(b)), dtype=np.float64)
     if a.nnz == 0 or b.nnz == 0:
         return out
-    if a is b:
-        # off-diagonal entries only need keys held by >= 2 graphs; the diagonal is the
-        # full sequential sum, i.e. sq_norms (the same arithmetic as the general case)
-        common = a._shared_keys()
+    bound = a._max_integer_sq_norm() * b._max_integer_sq_norm()  # of every partial sum, squared
+    # float32 where every partial sum is below 2**24, so exact in float32 too: half the
+    # dense product's time and memory (pyramid match's D&D tiles: 80 -> 40 ms a product)
+    dtype = np.float32 if bound < 2.0**48 else np.float64
+    exact = bound < 2.0**106
+    if exact and a._mostly_frequent() and (a is b or b._mostly_frequent()):
+        fa = a._frequent_split(dtype)
+        _dot_split(fa, fa if a is b else b._frequent_split(dtype), out)
     else:
-        ua, ub = a._sorted_keys(), b._sorted_keys()
-        if len(ua) > len(ub):
-            ua, ub = ub, ua
-        common = ua[find_sorted(ub, ua)[1]]  # the smaller, sorted, into the larger: a merge in practice
-    if len(common):
-        ma = _as_csr(a, common)
-        mb = ma if a is b else _as_csr(b, common)
-        bound = a._max_integer_l1() * b._max_integer_l1()
-        if bound < 2.0**53:
-            _dot_integer(ma, mb, out, np.float32 if bound < 2.0**24 else np.float64)
-        elif len(common) <= FEW_KEYS and np.isfinite(ma.data).all() and np.isfinite(mb.data).all():
-            _add_key_by_key(ma, mb, out)
+        if a is b:
+            # off-diagonal entries only need keys held by >= 2 graphs; the diagonal is the
+            # full sequential sum, i.e. sq_norms (the same arithmetic as the general case)
+            common = a._shared_keys()
         else:
-            _add_sparse_product(ma, mb, out)
+            ua, ub = a._sorted_keys(), b._sorted_keys()
+            if len(ua) > len(ub):
+                ua, ub = ub, ua
+            common = ua[find_sorted(ub, ua)[1]]  # the smaller, sorted, into the larger: a merge in practice
+        if len(common):
+            ma = _as_csr(a, common)
+            mb = ma if a is b else _as_csr(b, common)
+            if exact:
+                _dot_integer(ma, mb, out, dtype)
+            elif len(common) <= FEW_KEYS and np.isfinite(ma.data).all() and np.isfinite(mb.data).all():
+                _add_key_by_key(ma, mb, out)
+            else:
+                _add_sparse_product(ma, mb, out)
     if a is b:
         np.fill_diagonal(out, sq_norms(a))
     return out
@@ -384,6 +420,93 @@ def _dot_integer(ma: sp.csr_matrix, mb: sp.csr_matrix, out: np.ndarray,
         out[:] = da @ db.T
     if sa.nnz and sb.nnz:
         _add_sparse_product(sa, sb, out)
+
+
+#: A key held by at least 1/FREQUENT_SHARE of an embedding's rows goes to its dense part (the
+#: ``DENSE_SHARE`` of a tile when two such keys meet); 1/RARE_SHARE where the dense part would
+#: outgrow DENSE_BUDGET. An embedding is cut once (``FrequentSplit``) when at least
+#: SPLIT_SHARE of its entries are on frequent keys: pyramid match 0.86 (D&D, rows of 256),
+#: WL-OA 0.14 and WL 0.24 (tiles of those gained nothing or lost: WL-OA on D&D 1.27 -> 1.36 s,
+#: the per-embedding key search costing more than the per-tile cuts it saves)
+FREQUENT_SHARE, RARE_SHARE = 16, 4
+SPLIT_SHARE = 0.5
+#: the dense part's cells at most this many times the embedding's stored entries: 16 bytes a
+#: stored entry in float32, as much as its key and value (1/RARE_SHARE guarantees it)
+DENSE_BUDGET = 4
+
+
+@dataclass(frozen=True)
+class FrequentSplit:
+    """An integer embedding cut once for all its tiles: the keys at least 1/16 of its rows hold
+    as a dense ``(f, G)`` array (a key's row: a tile gathers whole rows, contiguous), the
+    others as a CSR ``(G, r)`` matrix.
+
+    ``keys`` (f,) and ``rest_keys`` (r,) are the sorted keys of the dense rows and of the CSR
+    columns. Cutting a 256-graph pyramid-match D&D embedding (4.7 M entries, 86 % of them
+    dense) costs about as much as one tile's dense product; cut per tile, the two operands of
+    every tile paid it again."""
+
+    keys: np.ndarray
+    dense_t: np.ndarray
+    rest_keys: np.ndarray
+    rest: sp.csr_matrix
+
+
+def _frequent_split(x: SparseFeatures, dtype: type) -> FrequentSplit:
+    u, pos, held = x._sorted_keys(), x._key_positions(), x._key_rows()
+    frequent = held * FREQUENT_SHARE >= len(x)
+    if len(x) * np.count_nonzero(frequent) > DENSE_BUDGET * x.nnz:
+        frequent = held * RARE_SHARE >= len(x)
+    n_f = int(np.count_nonzero(frequent))
+    column = np.where(frequent, np.cumsum(frequent) - 1, np.cumsum(~frequent) - 1)[pos]
+    in_dense = frequent[pos]
+    rows = x.row_index
+    dense_t = np.zeros(n_f * len(x), dtype=dtype)
+    dense_t[column[in_dense] * len(x) + rows[in_dense]] = x.values[in_dense]  # exact: integers < 2**24 in float32
+    kept = ~in_dense
+    rest = sp.csr_matrix((x.values[kept], column[kept], group_offsets(rows[kept], len(x))),
+                         shape=(len(x), len(u) - n_f))
+    rest.has_sorted_indices = True  # keys sorted within a row: so are their columns
+    return FrequentSplit(u[frequent], dense_t.reshape(n_f, len(x)), u[~frequent], rest)
+
+
+def _common_columns(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in the sorted distinct ``x`` and ``y`` of the values both hold, in order."""
+    pos, found = find_sorted(y, x)
+    ix = np.flatnonzero(found)
+    return ix, pos[ix]
+
+
+def _columns(m: sp.csr_matrix, idx: np.ndarray) -> sp.csr_matrix:
+    return m if len(idx) == m.shape[1] else m[:, idx]
+
+
+def _rows(d: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    return d if len(idx) == d.shape[0] else np.take(d, idx, axis=0)
+
+
+def _dot_split(fa: FrequentSplit, fb: FrequentSplit, out: np.ndarray) -> None:
+    """``out = A @ B.T`` for integer operands whose every partial sum is < 2**53 (< 2**24 for a
+    float32 dense part): every product and partial sum is then an exact integer, so the
+    result does not depend on the order of the additions, and the four parts (dense and CSR
+    columns of each side) are added in any grouping, bitwise the sequential sum."""
+    if fa is fb:  # a key is dense or CSR in both operands: no cross terms
+        out[:] = fa.dense_t.T @ fa.dense_t
+        if fa.rest.nnz:
+            _add_sparse_product(fa.rest, fa.rest, out)
+        return
+    ia, ib = _common_columns(fa.keys, fb.keys)
+    if len(ia):
+        out[:] = _rows(fa.dense_t, ia).T @ _rows(fb.dense_t, ib)
+    ja, jb = _common_columns(fa.keys, fb.rest_keys)  # frequent in a, rare in b
+    if len(ja):
+        out += (_columns(fb.rest, jb) @ fa.dense_t[ja]).T
+    ka, kb = _common_columns(fa.rest_keys, fb.keys)  # rare in a, frequent in b
+    if len(ka):
+        out += _columns(fa.rest, ka) @ fb.dense_t[kb]
+    la, lb = _common_columns(fa.rest_keys, fb.rest_keys)
+    if len(la):
+        _add_sparse_product(_columns(fa.rest, la), _columns(fb.rest, lb), out)
 
 
 #: Non-integer operands with at most this many common keys go key by key through dense outer
