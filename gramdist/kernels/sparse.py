@@ -364,27 +364,34 @@ def dot(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
         fa = a._frequent_split(dtype)
         _dot_split(fa, fa if a is b else b._frequent_split(dtype), out)
     else:
-        if a is b:
-            # off-diagonal entries only need keys held by >= 2 graphs; the diagonal is the
-            # full sequential sum, i.e. sq_norms (the same arithmetic as the general case)
-            common = a._shared_keys()
-        else:
-            ua, ub = a._sorted_keys(), b._sorted_keys()
-            if len(ua) > len(ub):
-                ua, ub = ub, ua
-            common = ua[find_sorted(ub, ua)[1]]  # the smaller, sorted, into the larger: a merge in practice
-        if len(common):
-            ma = _as_csr(a, common)
-            mb = ma if a is b else _as_csr(b, common)
-            if exact:
-                _dot_integer(ma, mb, out, dtype)
-            elif len(common) <= FEW_KEYS and np.isfinite(ma.data).all() and np.isfinite(mb.data).all():
-                _add_key_by_key(ma, mb, out)
-            else:
-                _add_sparse_product(ma, mb, out)
+        _dot_common_keys(a, b, out, dtype if exact else None)
     if a is b:
         np.fill_diagonal(out, sq_norms(a))
     return out
+
+
+def _dot_common_keys(a: SparseFeatures, b: SparseFeatures, out: np.ndarray, exact_dtype: type | None) -> None:
+    """``out += A @ B.T`` through CSR matrices over the keys both hold; ``exact_dtype``: the
+    dense dtype of :func:`_dot_integer` where every partial sum is exact, else None."""
+    if a is b:
+        # off-diagonal entries only need keys held by >= 2 graphs; the diagonal is the
+        # full sequential sum, i.e. sq_norms (the same arithmetic as the general case)
+        common = a._shared_keys()
+    else:
+        ua, ub = a._sorted_keys(), b._sorted_keys()
+        if len(ua) > len(ub):
+            ua, ub = ub, ua
+        common = ua[find_sorted(ub, ua)[1]]  # the smaller, sorted, into the larger: a merge in practice
+    if not len(common):
+        return
+    ma = _as_csr(a, common)
+    mb = ma if a is b else _as_csr(b, common)
+    if exact_dtype is not None:
+        _dot_integer(ma, mb, out, exact_dtype)
+    elif len(common) <= FEW_KEYS and np.isfinite(ma.data).all() and np.isfinite(mb.data).all():
+        _add_key_by_key(ma, mb, out)
+    else:
+        _add_sparse_product(ma, mb, out)
 
 
 # A common key whose pair count ca * cb reaches 1/DENSE_SHARE of the tile goes to the dense
