@@ -102,8 +102,8 @@ def test_frequent_split_is_cut_once_per_embedding_and_within_its_budget():
     assert np.array_equal(np.sort(np.concatenate([s.keys, s.rest_keys])), x._sorted_keys())
     rebuilt = np.concatenate([s.dense_t.T, s.rest.toarray()], axis=1)[:, np.argsort(np.concatenate([s.keys, s.rest_keys]))]
     assert np.array_equal(rebuilt, x.to_csr(x._sorted_keys()).toarray())
-    # sparse rows over many distinct keys, each held by a quarter of the rows: at 1/16 the
-    # dense part would be 1/4 full, over budget; the cut falls back to keys held by >= 1/4
+    # 8 of 128 keys a row: each key held by about 4 of the 64 rows, so at 1/16 about half the
+    # keys would be dense at a sixteenth full, over budget; the cut falls back to keys held by >= 1/4
     n, keys = 64, np.arange(1, 129, dtype=np.uint64)
     g = np.concatenate([np.full(8, i) for i in range(n)])
     k = np.concatenate([rng.choice(keys, 8, replace=False) for _ in range(n)])
