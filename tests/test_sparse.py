@@ -71,9 +71,10 @@ def test_integer_path_uses_the_dense_product(monkeypatch, private):
     x = random_features(rng, 40, integer=True, private=private)
     assert x._mostly_frequent() == (private == 12)
     splits, tile_cuts = [], []
-    original_split, original_cut = sf._frequent_split, sf._split_columns
+    # the per-tile path is the one through _dot_integer (the once-cut also calls _split_columns)
+    original_split, original_tile = sf._frequent_split, sf._dot_integer
     monkeypatch.setattr(sf, "_frequent_split", lambda *a: splits.append(original_split(*a)) or splits[-1])
-    monkeypatch.setattr(sf, "_split_columns", lambda *a: tile_cuts.append(1) or original_cut(*a))
+    monkeypatch.setattr(sf, "_dot_integer", lambda *a: tile_cuts.append(1) or original_tile(*a))
     expected = brute_dot(x, x)
     for a, b in ((x, x[:]), (x, x)):
         assert np.array_equal(dot(a, b), expected)

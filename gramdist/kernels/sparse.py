@@ -460,21 +460,13 @@ class FrequentSplit:
 
 
 def _frequent_split(x: SparseFeatures, dtype: type) -> FrequentSplit:
-    u, pos, held = x._sorted_keys(), x._key_positions(), x._key_rows()
+    u, held = x._sorted_keys(), x._key_rows()
     frequent = held * FREQUENT_SHARE >= len(x)
     if len(x) * np.count_nonzero(frequent) > DENSE_BUDGET * x.nnz:
         frequent = held * RARE_SHARE >= len(x)
-    n_f = int(np.count_nonzero(frequent))
-    column = np.where(frequent, np.cumsum(frequent) - 1, np.cumsum(~frequent) - 1)[pos]
-    in_dense = frequent[pos]
-    rows = x.row_index
-    dense_t = np.zeros(n_f * len(x), dtype=dtype)
-    dense_t[column[in_dense] * len(x) + rows[in_dense]] = x.values[in_dense]  # exact: integers < 2**24 in float32
-    kept = ~in_dense
-    rest = sp.csr_matrix((x.values[kept], column[kept], group_offsets(rows[kept], len(x))),
-                         shape=(len(x), len(u) - n_f))
-    rest.has_sorted_indices = True  # keys sorted within a row: so are their columns
-    return FrequentSplit(u[frequent], dense_t.reshape(n_f, len(x)), u[~frequent], rest)
+    own = sp.csr_matrix((x.values, x._key_positions(), x.indptr), shape=(len(x), len(u)))  # over its own keys
+    dense, rest = _split_columns(own, frequent, int(np.count_nonzero(frequent)), dtype)
+    return FrequentSplit(u[frequent], np.ascontiguousarray(dense.T), u[~frequent], rest)
 
 
 def _common_columns(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
