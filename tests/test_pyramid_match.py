@@ -15,7 +15,7 @@ import pytest
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels import make_kernel
-from gramdist.kernels.pyramid.kernel import PyramidMatchKernel
+from gramdist.kernels.pyramid.kernel import PyramidMatchKernel, level_exponent, scale_exponent
 from gramdist.kernels.pyramid.spectral import spectral_embedding
 from gramdist.kernels.sparse import dot
 from gramdist.testing import gram_by_tiles, min_eigenvalue_ratio
@@ -242,6 +242,21 @@ def test_feature_vectors_give_the_gram_bit_for_bit(mutag, L):
     assert kernel.has_feature_vectors
     assert np.array_equal(dot(fv, fv), kernel.pairwise(emb, emb, state))
     assert np.all(np.diff(fv.keys[fv.indptr[0]:fv.indptr[1]]) > 0)
+    # S is even: the feature vectors are the embedding rescaled, never doubled
+    assert np.array_equal(fv.keys, emb.keys) and np.array_equal(fv.indptr, emb.indptr)
+
+
+@pytest.mark.parametrize(("L", "per_node"), [(0, 1), (1, 4), (2, 4), (3, 7), (4, 7), (5, 10)])
+def test_features_per_node_and_dimension(mutag, L, per_node):
+    """One feature where c_l · 2^S is an even power of two, two where odd (module docstring):
+    at L = 4, e = 2, 2, 3, 4, 5."""
+    graphs = mutag[:20]
+    kernel = PyramidMatchKernel(L=L, d=6)
+    emb = kernel.embed(graphs, kernel.fit(graphs, 0))
+    assert all(graphs.nodes_per_graph >= 6)
+    assert emb.indptr[-1] == graphs.n_nodes * 6 * per_node
+    assert sum(1 + level_exponent(level, L) % 2 for level in range(L + 1)) == per_node
+    assert scale_exponent(L) % 2 == 0
 
 
 def test_tile_size_invariance_and_psd(mutag):

@@ -20,11 +20,14 @@ Rearranged, ``k = Σ_l c_l I(H^l)`` with ``c_L = 1/2``, ``c_l = 2^-(L-l+1)`` for
 ``c_0 = 2^-L`` (``c_0 = 1`` when L = 0): positive weights on histogram intersections, so the
 kernel is PSD. ``min(a, b) = Σ_{t≥1} [a ≥ t][b ≥ t]`` (unary coding: a node's feature is its cell
 and its rank among the graph's nodes in that cell), so ``k`` is a dot product of 0/1 vectors
-weighted by ``c_l``. Every ``c_l · 2^(L+1)`` is a power of two ``2^e``: a feature gets value
-``2^(e/2)`` (e even) or two features ``2^((e-1)/2)`` each (e odd), the embedding's dot products
-are exact integers, and ``pairwise`` multiplies them by ``2^-(L+1)``: exact, so the same bits
-whatever the tile, and ``feature_vectors`` (the same construction with the factor folded into
-the values) give bit for bit the same dot products.
+weighted by ``c_l``. With ``S = L + 1 + s``, ``s = (L + 1) mod 2`` (so S is even), every
+``c_l · 2^S`` is a power of two ``2^e``: a feature gets value ``2^(e/2)`` (e even) or two
+features ``2^((e-1)/2)`` each (e odd), the embedding's dot products are exact integers, and
+``pairwise`` multiplies them by ``2^-S``: exact, so the same bits whatever the tile. Because S
+is even, ``feature_vectors`` are the embedding with its values times ``2^-(S/2)``, exactly, and
+give bit for bit the same dot products. The default L = 4 (S = 6, e = 2, 2, 3, 4, 5) has 7
+features per node and dimension in both; version 1 scaled by ``2^(L+1)`` (8 in the embedding)
+and doubled every feature vector (16).
 
 Differences from GraKeL's ``PyramidMatch`` (checked in the tests)
 -----------------------------------------------------------------
@@ -54,13 +57,17 @@ from gramdist.kernels.pyramid.spectral import DENSE_MAX, spectral_embedding
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures, dot, sq_norms
 
 _TAG = tag("pyramid_match.cell")
-_COPY = np.uint64(0x632BE59BD9B4E019)  # second copy of an odd-exponent feature (embedding)
-_FV_COPY = np.uint64(0x8CB92BA72F3D8DD7)  # second copy of every feature (feature_vectors, L+1 odd)
+_COPY = np.uint64(0x632BE59BD9B4E019)  # second copy of an odd-exponent feature
 
 
-def level_exponent(level: int, levels: int) -> int:
-    """e with ``c_level · 2^(L+1) = 2^e`` (module docstring)."""
-    return 1 if level == 0 else level
+def scale_exponent(L: int) -> int:
+    """S, even, with every ``c_l · 2^S`` a power of two (module docstring)."""
+    return L + 1 + (L + 1) % 2
+
+
+def level_exponent(level: int, L: int) -> int:
+    """e with ``c_level · 2^S = 2^e`` (module docstring)."""
+    return (1 if level == 0 else level) + scale_exponent(L) - (L + 1)
 
 
 def _cell_keys(pre: np.ndarray, group: np.ndarray, fine: np.ndarray, L: int) -> Iterator[np.ndarray]:
@@ -97,6 +104,7 @@ class PyramidMatchKernel(SparseFeatureKernel):
     """
 
     name = "pyramid_match"
+    version = 2  # scaled by 2^S, S even: 7 features a node and dimension at L = 4, not 8 (module docstring)
     embeds_in_threads = True  # batched eigh per graph (LAPACK): NCI1 embed 1.50 -> 0.86 s on 2 cores
     # ARPACK's reverse-communication loop runs in Python with the GIL held: the forked workers
     # embed D&D's chunks side by side (gramdist run, tiles of 256: 7.5 -> 6.2 s); chunks of
@@ -122,7 +130,7 @@ class PyramidMatchKernel(SparseFeatureKernel):
 
     # ------------------------------------------------------------ features
     def features(self, graphs: GraphBatch) -> SparseFeatures:
-        """Unary-coded histogram features with integer values (dot products = k · 2^(L+1)).
+        """Unary-coded histogram features with integer values (dot products = k · 2^S).
 
         Each feature is written straight into its graph's row (dimension after dimension, then
         level after level, then copy): no grouping sort of the batch's triples afterwards
@@ -176,22 +184,14 @@ class PyramidMatchKernel(SparseFeatureKernel):
         return KernelState(arrays={}, attrs={"fit_graphs": len(graphs)})
 
     def pairwise(self, a: SparseFeatures, b: SparseFeatures, state: KernelState) -> np.ndarray:
-        return dot(a, b) * 2.0 ** -(int(self.L) + 1)
+        return dot(a, b) * 2.0 ** -scale_exponent(int(self.L))
 
     def self_similarity(self, a: SparseFeatures, state: KernelState) -> np.ndarray:
-        return sq_norms(a) * 2.0 ** -(int(self.L) + 1)
+        return sq_norms(a) * 2.0 ** -scale_exponent(int(self.L))
 
     def feature_vectors(self, emb: SparseFeatures, state: KernelState) -> SparseFeatures:
-        """The embedding with the factor 2^-(L+1) folded into the values, exactly: values times
-        2^-(L+1)/2 when L+1 is even; otherwise every feature is doubled (a second key) with
-        values times 2^-(L+2)/2, so each product pair adds up to the same power of two."""
-        L1 = int(self.L) + 1
-        if L1 % 2 == 0:
-            return SparseFeatures(emb.indptr.copy(), emb.keys.copy(), emb.values * 2.0 ** -(L1 // 2))
-        v = emb.values * 2.0 ** -((L1 + 1) // 2)
-        rows = emb.row_index
-        return SparseFeatures.from_pairs(np.concatenate([rows, rows]), np.concatenate([emb.keys, mix(emb.keys ^ _FV_COPY)]),
-                                         np.concatenate([v, v]), len(emb))
+        """The embedding with the factor 2^-S folded into its values: times 2^-(S/2), exact (S is even)."""
+        return SparseFeatures(emb.indptr.copy(), emb.keys.copy(), emb.values * 2.0 ** -(scale_exponent(int(self.L)) // 2))
 
     def report(self, state: KernelState) -> list[str]:
         return [f"pyramid match: levels 0..{self.L} (GraKeL's L = {int(self.L) + 1}), d = {self.d} eigenvectors, "
@@ -199,4 +199,4 @@ class PyramidMatchKernel(SparseFeatureKernel):
                 "the solver's basis (see the module docstring)"]
 
 
-__all__ = ["PyramidMatchKernel", "level_exponent"]
+__all__ = ["PyramidMatchKernel", "level_exponent", "scale_exponent"]
