@@ -337,7 +337,8 @@ class Store:
         now = ", ".join(f"{n} v{versions.get(n, 1)}" for n in names)
         made = f"gramdist {self.gramdist_version}" if self.gramdist_version else "an older gramdist"
         raise StoreError(f"{self.location}: made by {made} with kernel definition {was}; this gramdist "
-                         f"computes {now}, whose values differ: run the job again into a new store (or --overwrite)")
+                         f"computes {now}, whose values, state or embeddings differ: run the job again into a new "
+                         "store (or --overwrite)")
 
     @property
     def dataset(self) -> dict[str, Any] | None:
