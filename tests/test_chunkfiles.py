@@ -104,7 +104,7 @@ _SMALL_ARRAYS = {
 
 def _by_zarr(folder: Path, arrays: dict[str, np.ndarray], attrs: dict, level: int) -> None:
     """The same group written through Zarr's API: what write_small_group must reproduce."""
-    from gramdist.engine.store.base import blosc
+    from gramdist.engine.store.groups import blosc
 
     group = zarr.open_group(str(folder), mode="w", zarr_format=3)
     for name, value in arrays.items():

@@ -6,8 +6,10 @@
 * ``layout.py`` — every array and attribute, declared once (:class:`~.layout.ArraySpec`,
   :class:`~.layout.AttrSpec`), and the typed metadata a computation hands over
   (:class:`~.layout.GramMeta`, :class:`~.layout.FeatureMeta`).
-* ``location.py`` — where a store lives (a local folder) and the sidecars beside it; the one
-  seam for another storage backend.
+* ``groups.py`` — a store's Zarr group beneath the store objects: recognised from its
+  metadata, created, opened, its small arrays read and written, its chunks' codec.
+* ``location.py`` — where a store lives (a local folder) and the sidecars beside it, and what
+  makes its files durable (``sync_tree``); the one seam for another storage backend.
 * ``grids.py`` — tiles and chunks; ``checksums.py`` — tile and chunk checksums.
 * ``state.py`` — the fitted state and kept embeddings; ``backup.py`` — the attributes' copy;
   ``repair.py`` — verify and repair; ``staging.py`` — an append's staging group and commit;
@@ -22,19 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gramdist.engine.store.base import (
-    Store,
-    as_location,
-    check_replaceable,
-    creation_cut_short,
-    group_attributes,
-    store_kind,
-    store_version,
-)
+from gramdist.engine.store.base import Store, check_replaceable, store_version
 from gramdist.engine.store.checksums import tile_checksum, words_checksum
 from gramdist.engine.store.features import ChunkTarget, FeatureStore, is_feature_store, open_features
 from gramdist.engine.store.gram import GramStore, TileTarget, is_gram_store, open_gram
 from gramdist.engine.store.grids import ChunkGrid, TileGrid, kept_tiles
+from gramdist.engine.store.groups import as_location, creation_cut_short, group_attributes, store_kind
 from gramdist.engine.store.layout import GRAM_DTYPES, FeatureMeta, GramMeta, check_dtype
 from gramdist.engine.store.location import Location, Sidecar
 from gramdist.engine.store.lock import Lease, LeaseLost, StoreBusyError, StoreLock, current_writer

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.engine.store.base import blosc, zarr
+from gramdist.engine.store.groups import blosc, zarr
 from gramdist.engine.store.location import Location
 from gramdist.lazy import deferred_import
 

@@ -21,19 +21,18 @@ import numpy as np
 
 from gramdist.arrayops import rows_to_csr, unique_sorted, unit_rows
 from gramdist.engine.nystroem import NystroemState
-from gramdist.engine.store.base import (
-    Store,
+from gramdist.engine.store.base import Store, prepare_location
+from gramdist.engine.store.checksums import CHECKSUM_FORMAT, array_digest, words_checksum
+from gramdist.engine.store.grids import ChunkGrid
+from gramdist.engine.store.groups import (
     as_location,
     blosc,
     create_root,
     open_root,
-    prepare_location,
     read_array,
     write_vector,
     zarr,
 )
-from gramdist.engine.store.checksums import CHECKSUM_FORMAT, array_digest, words_checksum
-from gramdist.engine.store.grids import ChunkGrid
 from gramdist.engine.store.layout import (
     FEATURE_ARRAYS,
     FEATURE_ATTRIBUTES,
@@ -506,7 +505,7 @@ def _damage_message(path: Any, grid: ChunkGrid, bad: list[int]) -> str:
 
 def is_feature_store(where: str | Location) -> bool:
     """Whether ``where`` is a gramdist feature store (cheap: reads the group's attributes)."""
-    from gramdist.engine.store.base import store_kind
+    from gramdist.engine.store.groups import store_kind
 
     return store_kind(as_location(where)) == "features"
 

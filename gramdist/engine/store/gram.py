@@ -24,23 +24,20 @@ from typing import Any
 import numpy as np
 
 from gramdist.engine.store import backup, chunkfiles
-from gramdist.engine.store.base import (
-    Store,
+from gramdist.engine.store.base import Store, prepare_location
+from gramdist.engine.store.checksums import CHECKSUM_FORMAT, tile_checksum
+from gramdist.engine.store.grids import TileGrid
+from gramdist.engine.store.groups import (
     as_location,
     blosc,
     create_root,
     keep_empty,
     lost_metadata,
     open_root,
-    prepare_location,
     present,
     read_array,
-    sync_files,
-    sync_tree,
     zarr,
 )
-from gramdist.engine.store.checksums import CHECKSUM_FORMAT, tile_checksum
-from gramdist.engine.store.grids import TileGrid
 from gramdist.engine.store.layout import (
     EMBEDDINGS,
     GRAM_ARRAYS,
@@ -49,7 +46,7 @@ from gramdist.engine.store.layout import (
     GramMeta,
     check_dtype,
 )
-from gramdist.engine.store.location import Location
+from gramdist.engine.store.location import Location, sync_files, sync_tree
 from gramdist.errors import StoreError
 from gramdist.graphs import GraphBatch
 
@@ -698,7 +695,7 @@ class GramStore(Store):
 
 def is_gram_store(where: str | Location) -> bool:
     """Whether ``where`` is a gramdist Gram store, damaged or not."""
-    from gramdist.engine.store.base import store_kind
+    from gramdist.engine.store.groups import store_kind
 
     return store_kind(as_location(where)) == "gram"
 

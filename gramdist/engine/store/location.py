@@ -3,7 +3,10 @@
 :class:`Location` is the one place that knows a store is a folder on a file system: the
 store package opens Zarr through it, and its *sidecars* (``STORE.lock``, ``STORE.job.json``,
 ``STORE.cancel``) are small JSON objects next to the store that it creates, replaces and
-removes. Code outside the store package never builds such a path itself.
+removes. Code outside the store package never builds such a path itself. What makes a
+store's files durable before it says it is complete (:func:`sync_tree`, :func:`sync_files`)
+and the removal of a folder inside it (:func:`remove_tree`) are here too: they are what a
+local folder needs and an object store does not.
 
 ``Location("s3://bucket/x.zarr")`` is an :class:`~.objects.ObjectLocation` instead (the
 object-store backend, :mod:`.objects`): the same methods, where an exclusive create and a
@@ -224,9 +227,7 @@ class Location:
 
     def sync(self) -> None:
         """Make what was written under the store durable before the store says it is complete
-        (see :func:`~.base.sync_tree`)."""
-        from gramdist.engine.store.base import sync_tree
-
+        (see :func:`sync_tree`)."""
         sync_tree(self.path)
 
 
@@ -341,3 +342,61 @@ class Sidecar:
             return False
         tomb.remove()
         return True
+
+
+def sync_tree(folder: Any, files: bool = True, durable: tuple[str, ...] = ()) -> None:
+    """``fsync`` every file under ``folder`` (``files``) and every folder, so that what is written
+    is on disk before a store says it is complete (a crash of the machine right after cannot
+    leave a "complete" store with chunks still in the page cache). ``durable``: subfolders
+    (relative) whose files are known to be on disk already (synced before being renamed in):
+    only their folders are synced."""
+    if not isinstance(folder, (str, os.PathLike)):
+        return  # an object store's folder (a UPath): every object is durable once its PUT returned
+    root = Path(folder)
+    skip = tuple(str(root / d) for d in durable)
+    for here, _dirs, names in os.walk(root):
+        if files and not (skip and here.startswith(skip)):
+            for name in names:
+                try:
+                    fd = os.open(os.path.join(here, name), os.O_RDONLY)
+                except OSError:
+                    continue  # gone meanwhile (a .partial renamed): nothing to sync
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        try:
+            fd = os.open(here, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass  # some file systems do not sync folders
+        finally:
+            os.close(fd)
+
+
+def sync_files(folder: Any, names: list[str]) -> None:
+    """``fsync`` the files ``names`` (relative to ``folder``) where they exist: a tile task
+    syncs its own chunks while other tiles compute, so that :func:`sync_tree` at completion
+    finds them clean (NCI1's 16 chunks of 8 MB: 77 ms dirty, 1.4 ms clean, in one thread)."""
+    if not isinstance(folder, (str, os.PathLike)):
+        return  # an object store: durable once its PUT returned
+    for name in names:
+        try:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def remove_tree(folder: Any) -> None:
+    """Remove a folder inside a store (a local ``Path`` or an object store's ``UPath``)."""
+    if isinstance(folder, os.PathLike):
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        folder.fs.rm(folder.path, recursive=True)

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from gramdist.engine.store import backup
-from gramdist.engine.store.base import lost_metadata, present, read_array, zarr
 from gramdist.engine.store.checksums import tile_checksum
 from gramdist.engine.store.gram import (
     GramStore,
@@ -35,6 +34,7 @@ from gramdist.engine.store.gram import (
     write_done_mask,
 )
 from gramdist.engine.store.grids import TileGrid
+from gramdist.engine.store.groups import lost_metadata, present, read_array, zarr
 from gramdist.engine.store.location import Location
 from gramdist.engine.store.state import check_state_readable
 from gramdist.errors import StoreError
@@ -306,8 +306,8 @@ def _changed_digests(root: Any, location: Location) -> dict[str, str]:
 def _check_embeddings(location: Location, check: _Check) -> None:
     """Kept embeddings are a cache checked on reading; a damaged one is reported, and removed by
     ``--repair`` (the next append embeds that chunk again)."""
-    from gramdist.engine.store.base import remove_tree
     from gramdist.engine.store.layout import EMBEDDINGS
+    from gramdist.engine.store.location import remove_tree
     from gramdist.engine.store.state import embedding_problem
 
     folder = location.child(EMBEDDINGS)

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.engine.store.base import present, read_array, write_vector
 from gramdist.engine.store.gram import (
     GramStore,
     TileTarget,
@@ -29,6 +28,7 @@ from gramdist.engine.store.gram import (
     write_done_mask,
 )
 from gramdist.engine.store.grids import TileGrid
+from gramdist.engine.store.groups import present, read_array, write_vector
 from gramdist.engine.store.layout import EMBEDDINGS, GRAM_ARRAYS, PENDING_PREFIX
 from gramdist.kernels.base import as_jsonable
 

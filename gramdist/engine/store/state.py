@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from gramdist.arrayops import digest_arrays
-from gramdist.engine.store.base import as_location, open_root, read_array, sync_tree, zarr
 from gramdist.engine.store.chunkfiles import write_small_group
+from gramdist.engine.store.groups import as_location, open_root, read_array, zarr
 from gramdist.engine.store.layout import EMBEDDINGS
+from gramdist.engine.store.location import sync_tree
 from gramdist.errors import StoreError
 from gramdist.kernels import MOVED_CLASSES
 from gramdist.kernels.base import GraphKernel, KernelState, as_jsonable
