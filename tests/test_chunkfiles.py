@@ -12,9 +12,9 @@ import pytest
 import zarr
 
 from gramdist.engine.store.chunkfiles import chunk_encoding, write_chunk, write_small_group
-from gramdist.engine.store.gram import create_tile_arrays, folder_of
 from gramdist.engine.store.grids import TileGrid
 from gramdist.engine.store.location import Location
+from gramdist.engine.store.tiles import create_tile_arrays, folder_of
 
 
 def _two_gram_arrays(tmp_path: Path, grid: TileGrid, dtype: str, level: int) -> tuple[zarr.Array, zarr.Array]:

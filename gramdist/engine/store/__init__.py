@@ -10,12 +10,14 @@
   metadata, created, opened, its small arrays read and written, its chunks' codec.
 * ``location.py`` — where a store lives (a local folder) and the sidecars beside it, and what
   makes its files durable (``sync_tree``); the one seam for another storage backend.
-* ``grids.py`` — tiles and chunks; ``checksums.py`` — tile and chunk checksums.
+* ``grids.py`` — tiles and chunks; ``checksums.py`` — tile and chunk checksums;
+  ``tiles.py`` — a Gram's tile arrays, done-mask and checksum records, damage, and the
+  workers' :class:`~.tiles.TileTarget`.
 * ``state.py`` — the fitted state and kept embeddings; ``backup.py`` — the attributes' copy;
   ``repair.py`` — verify and repair; ``staging.py`` — an append's staging group and commit;
   ``upgrade.py`` — older stores brought up to date; ``lock.py`` — one writer per store.
 
-Workers write through picklable targets (:class:`~.gram.TileTarget`,
+Workers write through picklable targets (:class:`~.tiles.TileTarget`,
 :class:`~.features.ChunkTarget`, :class:`~.state.EmbeddingCache`); everything else goes
 through the store objects. Nothing here unpickles anything.
 """
@@ -27,13 +29,14 @@ from typing import Any
 from gramdist.engine.store.base import Store, check_replaceable, store_version
 from gramdist.engine.store.checksums import tile_checksum, words_checksum
 from gramdist.engine.store.features import ChunkTarget, FeatureStore, is_feature_store, open_features
-from gramdist.engine.store.gram import GramStore, TileTarget, is_gram_store, open_gram
+from gramdist.engine.store.gram import GramStore, is_gram_store, open_gram
 from gramdist.engine.store.grids import ChunkGrid, TileGrid, kept_tiles
 from gramdist.engine.store.groups import as_location, creation_cut_short, group_attributes, store_kind
 from gramdist.engine.store.layout import GRAM_DTYPES, FeatureMeta, GramMeta, check_dtype
 from gramdist.engine.store.location import Location, Sidecar
 from gramdist.engine.store.lock import Lease, LeaseLost, StoreBusyError, StoreLock, current_writer
 from gramdist.engine.store.state import EmbeddingCache, load_state
+from gramdist.engine.store.tiles import TileTarget
 from gramdist.errors import StoreError
 from gramdist.urls import is_url
 

@@ -3,7 +3,7 @@ through typed properties, its vectors, its fitted state and its identity (digest
 
 :class:`Store` is the base of :class:`~.gram.GramStore` and :class:`~.features.FeatureStore`.
 Only the client process writes attributes and the small arrays; workers write whole chunks
-through the store's picklable *targets* (:class:`~.gram.TileTarget`,
+through the store's picklable *targets* (:class:`~.tiles.TileTarget`,
 :class:`~.features.ChunkTarget`), never attributes. Nothing here unpickles anything. The group
 beneath (opening, recognising, small arrays) is :mod:`~.groups`; what makes writes durable is
 in :mod:`~.location`.

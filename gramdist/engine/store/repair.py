@@ -18,8 +18,12 @@ import numpy as np
 
 from gramdist.engine.store import backup
 from gramdist.engine.store.checksums import tile_checksum
-from gramdist.engine.store.gram import (
-    GramStore,
+from gramdist.engine.store.gram import GramStore
+from gramdist.engine.store.grids import TileGrid
+from gramdist.engine.store.groups import lost_metadata, present, read_array, zarr
+from gramdist.engine.store.location import Location
+from gramdist.engine.store.state import check_state_readable
+from gramdist.engine.store.tiles import (
     checksum_format,
     chunk_exists,
     chunk_name,
@@ -33,10 +37,6 @@ from gramdist.engine.store.gram import (
     tile_damage,
     write_done_mask,
 )
-from gramdist.engine.store.grids import TileGrid
-from gramdist.engine.store.groups import lost_metadata, present, read_array, zarr
-from gramdist.engine.store.location import Location
-from gramdist.engine.store.state import check_state_readable
 from gramdist.errors import StoreError
 
 _TILE_ARRAYS = ("gram", "tiles_done", "tile_checksums")

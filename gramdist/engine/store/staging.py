@@ -13,12 +13,14 @@ import os
 import socket
 import time
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gramdist.engine.store.gram import (
-    GramStore,
+from gramdist.engine.store.grids import TileGrid
+from gramdist.engine.store.groups import present, read_array, write_vector
+from gramdist.engine.store.layout import EMBEDDINGS, GRAM_ARRAYS, PENDING_PREFIX
+from gramdist.engine.store.tiles import (
     TileTarget,
     create_tile_arrays,
     grid_of,
@@ -27,10 +29,10 @@ from gramdist.engine.store.gram import (
     read_done_mask,
     write_done_mask,
 )
-from gramdist.engine.store.grids import TileGrid
-from gramdist.engine.store.groups import present, read_array, write_vector
-from gramdist.engine.store.layout import EMBEDDINGS, GRAM_ARRAYS, PENDING_PREFIX
 from gramdist.kernels.base import as_jsonable
+
+if TYPE_CHECKING:  # annotations only: the store module calls this one
+    from gramdist.engine.store.gram import GramStore
 
 
 @dataclass

@@ -51,8 +51,8 @@ def upgrade_checksums(store: Any) -> list[str]:
     """Re-record an older Gram store's checksums in format 2 (see the module docstring); returns
     what was done, one line each."""
     from gramdist.engine.store.checksums import CHECKSUM_FORMAT, tile_checksum
-    from gramdist.engine.store.gram import create_record_array, tile_damage
     from gramdist.engine.store.state import state_digest
+    from gramdist.engine.store.tiles import create_record_array, tile_damage
 
     if not outdated_checksums(store):
         return []
