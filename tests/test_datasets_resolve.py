@@ -13,7 +13,7 @@ import pytest
 from test_datasets_tu import TOY, write_toy
 
 from gramdist.datasets import dataset_search_path, read_tu, resolve_dataset
-from gramdist.datasets.resolve import cache_dir
+from gramdist.datasets.cache import cache_dir
 from gramdist.errors import DatasetError
 
 

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from gramdist.datasets.cache import cache_dir
 from gramdist.errors import DatasetError
 from gramdist.urls import CREDENTIALS_HINT, filesystem, is_url
 
@@ -57,8 +58,6 @@ def fetch(url: str, cache: Path | None = None) -> Path:
         Nothing at ``url``, or the object store cannot be reached (one line, naming where
         credentials come from).
     """
-    from gramdist.datasets.resolve import cache_dir
-
     fs, key = _filesystem(url)
     try:
         listing = sorted(fs.find(key, detail=True).items()) if fs.isdir(key) else None

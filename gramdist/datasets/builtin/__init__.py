@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gramdist.datasets.cache import install_zip
+from gramdist.errors import DatasetError
+
 #: names of the built-in datasets
 BUILTIN = ("MUTAG", "PTC_MR")
 
@@ -32,9 +35,6 @@ def extract_builtin(name: str, dest: str | Path) -> Path:
     DatasetError
         ``name`` is not built in.
     """
-    from gramdist.datasets.resolve import install_zip
-    from gramdist.errors import DatasetError
-
     source = builtin_zip(name)
     if source is None:
         raise DatasetError(f"dataset {name} is not built into gramdist (built in: {', '.join(BUILTIN)})")
