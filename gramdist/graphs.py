@@ -434,6 +434,28 @@ class GraphBatch:
         return f"GraphBatch({self.name!r}: {', '.join(parts)})"
 
 
+@dataclass(frozen=True)
+class GraphChunk:
+    """Graphs ``start..stop-1`` of a lazy dataset (``source``: anything with
+    ``load(start, stop) -> GraphBatch``, e.g. :class:`~gramdist.datasets.lazy.LazySynthetic`):
+    cheap to ship, loaded where it runs."""
+
+    source: Any
+    start: int
+    stop: int
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def load(self) -> GraphBatch:
+        return self.source.load(self.start, self.stop)
+
+
+def load_chunk(graphs: GraphBatch | GraphChunk) -> GraphBatch:
+    """The graphs of a chunk: a batch as it is, a :class:`GraphChunk` loaded here."""
+    return graphs.load() if isinstance(graphs, GraphChunk) else graphs
+
+
 def canonical_edges(el: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Undirected edges once each, as (u <= v), in order of first occurrence.
 

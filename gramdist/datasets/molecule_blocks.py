@@ -35,7 +35,7 @@ import numpy as np
 
 from gramdist.datasets.molecules import open_binary
 from gramdist.errors import DatasetError, JobError
-from gramdist.graphs import GraphBatch
+from gramdist.graphs import GraphBatch, GraphChunk
 
 __all__ = ["BlockIndex", "LazyMolecules", "scan_blocks"]
 
@@ -179,7 +179,7 @@ def read_block_rows(index: BlockIndex, b: int, lo: int = 0, hi: int | None = Non
 
 class LazyMolecules:
     """A SMILES file as a lazy dataset: ``len``, ``name``, ``checksum()``, ``ds[a:b]`` (a
-    :class:`~.lazy.GraphChunk`), ``take(indices)``, ``load(start, stop)``, ``y_dtype``.
+    :class:`~gramdist.graphs.GraphChunk`), ``take(indices)``, ``load(start, stop)``, ``y_dtype``.
 
     Parameters
     ----------
@@ -257,8 +257,6 @@ class LazyMolecules:
         return self._batch(self._records(start, stop), np.arange(start, stop))
 
     def __getitem__(self, key: slice) -> Any:
-        from gramdist.datasets.lazy import GraphChunk
-
         if not isinstance(key, slice) or key.step not in (None, 1):
             raise TypeError("a lazy dataset is sliced by contiguous ranges only")
         start, stop, _ = key.indices(self.n_graphs)

@@ -20,13 +20,12 @@ from typing import Any
 import numpy as np
 
 from gramdist.arrayops import normalize_block
-from gramdist.datasets.lazy import GraphChunk, load_chunk
 from gramdist.engine import nystroem
 from gramdist.engine.nystroem import NystroemState
 from gramdist.engine.store import ChunkTarget
 from gramdist.engine.tasks import embed_task
 from gramdist.errors import TileError
-from gramdist.graphs import GraphBatch
+from gramdist.graphs import GraphBatch, GraphChunk, load_chunk
 from gramdist.kernels.base import GraphKernel, KernelState
 
 #: squared distances below this fraction of K(x, x) + K(l, l) count as 0: the same graph

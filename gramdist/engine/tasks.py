@@ -14,10 +14,9 @@ from typing import Any
 import numpy as np
 
 from gramdist.arrayops import mirror_upper, normalize_block
-from gramdist.datasets.lazy import GraphChunk, load_chunk
 from gramdist.engine.store import EmbeddingCache, TileGrid, TileTarget, load_state, tile_checksum
 from gramdist.errors import TileError
-from gramdist.graphs import GraphBatch
+from gramdist.graphs import GraphBatch, GraphChunk, load_chunk
 from gramdist.kernels.base import GraphKernel, KernelState
 
 
