@@ -30,6 +30,7 @@ from gramdist.engine.store.groups import (
     create_root,
     open_root,
     read_array,
+    store_kind,
     write_vector,
     zarr,
 )
@@ -505,8 +506,6 @@ def _damage_message(path: Any, grid: ChunkGrid, bad: list[int]) -> str:
 
 def is_feature_store(where: str | Location) -> bool:
     """Whether ``where`` is a gramdist feature store (cheap: reads the group's attributes)."""
-    from gramdist.engine.store.groups import store_kind
-
     return store_kind(as_location(where)) == "features"
 
 

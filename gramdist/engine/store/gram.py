@@ -33,6 +33,7 @@ from gramdist.engine.store.groups import (
     lost_metadata,
     open_root,
     read_array,
+    store_kind,
     zarr,
 )
 from gramdist.engine.store.layout import (
@@ -442,8 +443,6 @@ class GramStore(Store):
 
 def is_gram_store(where: str | Location) -> bool:
     """Whether ``where`` is a gramdist Gram store, damaged or not."""
-    from gramdist.engine.store.groups import store_kind
-
     return store_kind(as_location(where)) == "gram"
 
 
