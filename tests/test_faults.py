@@ -235,7 +235,7 @@ def test_a_signal_to_the_whole_session_stops_the_run_in_one_line_and_it_resumes(
     """What a terminal sends to every process of its session: SIGINT (Ctrl-C), SIGHUP (the
     terminal closed); SIGTERM to the group as a batch system does. The LocalCluster's workers
     ignore them (``engine/worker_setup.py``) and so does multiprocessing's resource tracker
-    (``cluster._resource_tracker_ignoring_sighup``); the command saves the done-mask, closes its
+    (``cluster._resource_tracker_ignoring_session_signals``); the command saves the done-mask, closes its
     cluster and says so in one line, with no worker's traceback and no tracker warning; nothing
     is left running; the same command resumes to the undisturbed Gram."""
     job, undisturbed = fault_job

@@ -4,7 +4,8 @@ Errors a user can fix (bad job, bad data, unusable store) print one line
 ``gramdist: error: ...`` on stderr and exit with status 2; an interruption (Ctrl-C, and the
 SIGTERM or SIGHUP that ``timeout``, SLURM, Kubernetes or a closed terminal send) saves the
 progress, releases the store's lock, exits 130 (143, 129) and the job resumes when the same
-command is run again.
+command is run again. A command that stops on purpose before its end (``evaluate
+--time-limit``) says what it saved and exits 3.
 
 A new command is a module of this package with ``register(subparsers)``, which adds its
 parser and sets ``func`` (the function run with the parsed arguments, returning the exit
@@ -64,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # the environment, not a bug: a full disk, a permission, a lost file
         print(f"gramdist: error: {exc}", file=sys.stderr)
         return 2
+    except stopping.StoppedEarly as exc:
+        print(f"gramdist: {exc}", file=sys.stderr)
+        return exc.status
     except stopping.Terminated as exc:
         stopping.take_request()
         print(f"gramdist: stopped by {signal.Signals(exc.signum).name}; run the same command again to resume",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -14,6 +15,16 @@ from typing import Any
 def add_set_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a job key by dotted path; a,b,c makes a grid")
+
+
+def duration(text: str) -> float:
+    """Seconds in ``text``: a number of seconds (``5400``) or hours, minutes and seconds
+    (``1h30m``, ``90m``, ``45s``, ``2h``); an argparse ``type``."""
+    match = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?", text.strip())
+    if not text.strip() or match is None:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a duration (e.g. 5400, 90m, 1h30m)")
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return 3600 * hours + 60 * minutes + seconds
 
 
 def add_job_run_arguments(p: argparse.ArgumentParser) -> None:

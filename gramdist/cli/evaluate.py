@@ -10,7 +10,9 @@ evaluation protocol (:mod:`gramdist.evaluation.protocols`); the explicit flags (
 ``--repeats``, ``--inner-folds``, ``--c-min``/``--c-max``, ``--test-size``) override its values.
 ``--refit JOB`` evaluates a job instead of stores, with the kernel's state refitted on every
 outer training part (:mod:`gramdist.evaluation.refit`). ``--out DIR`` saves each outer fold's
-result there, so that an interrupted evaluation, rerun, computes only the folds it lacks.
+result there, so that an interrupted evaluation, rerun, computes only the folds it lacks;
+``--time-limit`` (or SIGUSR1) stops it between folds, every fold started finished and saved
+(:mod:`gramdist.evaluation.fold_loop`), exit status 3 (128 + 10).
 Before the folds, a raw Gram whose grid reaches a C at which libsvm crawls is named in a note
 (:mod:`gramdist.evaluation.conditioning`).
 """
@@ -19,12 +21,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gramdist.cli.common import add_set_argument, add_tls_arguments, apply_tls_arguments
+from gramdist import stopping
+from gramdist.cli.common import add_set_argument, add_tls_arguments, apply_tls_arguments, duration
 from gramdist.errors import JobError
 
 
@@ -49,6 +53,10 @@ def register(sub: Any) -> None:
     ev.add_argument("--out", metavar="DIR",
                     help="folder of the per-fold results: a rerun of the same evaluation reads the folds found "
                          "there and computes the rest (an interrupted evaluation resumes)")
+    ev.add_argument("--time-limit", type=duration, metavar="DURATION",
+                    help="with --out: start no outer fold that the folds' times so far say would end past this "
+                         "long after the start (5400, 90m, 1h30m), then exit 3 with every fold started saved; "
+                         "SIGUSR1 (SLURM's --signal=USR1@600) does the same at once, exit 138")
     ev.add_argument("--scheduler", help="address of an existing Dask scheduler")
     ev.add_argument("--workers", type=int, default=None, help="local worker processes (0: in-process)")
     ev.add_argument("--task", choices=("auto", "classification", "regression"), default="auto",
@@ -101,6 +109,7 @@ def resolve_protocol(args: argparse.Namespace) -> Any:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    started = time.monotonic()
     proto = resolve_protocol(args)
     if bool(args.stores) == bool(args.refit):
         raise JobError("give either stores (or folders of stores) or --refit JOB")
@@ -119,9 +128,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     placement = Placement(scheduler=args.scheduler, in_process=False,
                           cluster=apply_tls_arguments(ClusterSpec(n_workers=args.workers), args))
-    with placement.executor(0) as ex:  # --workers 0: the folds run in this process
+    deadline = None if args.time_limit is None else started + args.time_limit
+    with stopping.finish_in_flight_on(), placement.executor(0) as ex:  # --workers 0: folds run in this process
         client = ex.client if isinstance(ex, DaskExecutor) else None
-        result = evaluate(inputs, proto, replace(options, client=client))
+        result = evaluate(inputs, proto, replace(options, client=client, deadline=deadline))
     if args.plot:
         from gramdist.plotting import plot_evaluation
 
@@ -145,12 +155,18 @@ def _evaluation(args: argparse.Namespace, proto: Any) -> tuple[Any, Any, Any]:
             raise JobError("--refit evaluates a classification job with an SVC; --combine, --plot, --learner "
                            "and --task regression are for stores")
         return evaluate_refit, refit_sources(load_job(args.refit, args.overrides)), options
+    if args.time_limit is not None and not args.out:
+        raise JobError("--time-limit stops between outer folds and keeps those done in --out FOLDER: give --out")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise JobError("--time-limit must be longer than 0 s")
     if _feature_stores(args.stores):
         from gramdist.evaluation.linear import evaluate_features
 
-        if args.learner in ("krr", "svr") or args.task == "regression" or args.combine or args.plot:
+        if (args.learner in ("krr", "svr") or args.task == "regression" or args.combine or args.plot
+                or args.time_limit is not None):
             raise JobError("feature stores are evaluated by a linear classifier (--learner auto|svm|sgd); "
-                           "--task regression, --learner krr|svr, --combine and --plot are for Gram stores")
+                           "--task regression, --learner krr|svr, --combine, --plot and --time-limit are for "
+                           "Gram stores")
         return (partial(evaluate_features, learner=args.learner, epochs=args.epochs, hash_bits=args.hash_bits),
                 args.stores, options)
     from gramdist.evaluation import evaluate
@@ -227,8 +243,9 @@ def _holdout(args: argparse.Namespace, proto: Any) -> int:
     from gramdist.evaluation import evaluate_holdout
     from gramdist.evaluation.protocols import c_grid_text
 
-    if args.plot or args.refit or args.combine or args.out:
-        raise JobError("--test scores a fixed test set; --plot, --refit, --combine and --out are for the nested CV")
+    if args.plot or args.refit or args.combine or args.out or args.time_limit is not None:
+        raise JobError("--test scores a fixed test set; --plot, --refit, --combine, --out and --time-limit are for "
+                       "the nested CV")
     from gramdist.evaluation.nested_cv import RunOptions
 
     if _feature_stores(args.stores):

@@ -230,31 +230,36 @@ def worker_preloads() -> dict[str, Any]:
     return {"preload": [*preload, "gramdist.engine.worker_setup"], "preload_argv": argv}
 
 
-def _resource_tracker_ignoring_sighup() -> None:
-    """Start multiprocessing's resource tracker with SIGHUP ignored, if it is not running yet.
+def _resource_tracker_ignoring_session_signals() -> None:
+    """Start multiprocessing's resource tracker with SIGHUP and SIGUSR1 ignored, if it is not
+    running yet.
 
     The tracker is the process that unlinks the semaphores of the cluster's queues once their
     users are gone. Python's tracker ignores SIGINT and SIGTERM so that it outlives them, but
     not SIGHUP: the hang-up of a terminal's session (SIGHUP to each of its processes) killed it,
     and the command and every worker then printed a warning and a ``KeyError`` traceback per
-    semaphore into the log. An ignored signal stays ignored across ``exec``, so the tracker
-    started in this window keeps ignoring SIGHUP; the command's own handler is back at once.
+    semaphore into the log. SIGUSR1, which SLURM sends to every process of a job before its
+    time runs out (``--signal=USR1@…``) and ``evaluate`` takes as "finish the folds in
+    flight", would kill it the same way. An ignored signal stays ignored across ``exec``, so the
+    tracker started in this window keeps ignoring both; the command's own handlers are back at
+    once.
     """
     if threading.current_thread() is not threading.main_thread():  # signal() works there only
         return
     from multiprocessing import resource_tracker
 
-    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGHUP, signal.SIGUSR1)}
     try:
         resource_tracker.ensure_running()
     finally:
-        signal.signal(signal.SIGHUP, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _local_cluster(spec: Any) -> Any:
     from distributed import LocalCluster
 
-    _resource_tracker_ignoring_sighup()
+    _resource_tracker_ignoring_session_signals()
     return LocalCluster(
         n_workers=spec.n_workers or os.cpu_count() or 1,
         threads_per_worker=spec.threads_per_worker or 1,

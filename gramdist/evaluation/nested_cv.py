@@ -62,6 +62,7 @@ import numpy as np
 from gramdist.engine.context import Progress, progress_reporter
 from gramdist.engine.store import GramStore, Location, is_gram_store, open_gram, open_store, store_version
 from gramdist.errors import StoreError
+from gramdist.evaluation.fold_loop import FoldClock, run_calls, stop_message
 from gramdist.evaluation.protocols import Protocol
 from gramdist.evaluation.tasks import DEFAULT_C_GRID, Task
 from gramdist.kernels.base import as_jsonable
@@ -235,6 +236,10 @@ class RunOptions:
         A bar of the outer folds on stderr (True: done, rate, time left; the folds read from
         ``out`` count as done from the start), nothing (False), or ``callback(done, total)``
         after each fold computed.
+    deadline : float, optional
+        A ``time.monotonic()`` reading: start no outer fold expected to end after it (see
+        :class:`~gramdist.evaluation.fold_loop.FoldClock`); the run then raises
+        :class:`~gramdist.stopping.StoppedEarly` with the folds done saved under ``out``.
     """
 
     seed: int = 0
@@ -244,6 +249,7 @@ class RunOptions:
     out: str | os.PathLike | None = None
     client: Any = None
     progress: Progress = False
+    deadline: float | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -492,41 +498,42 @@ def checkpointed_fold(setup: FoldSetup, fold: Fold, path: str | None = None) -> 
 
 
 def run_folds(setup: FoldSetup, folds: list[Fold], paths: list[str | None], client: Any = None,
-              progress: Progress = False) -> list[dict[str, Any]]:
+              progress: Progress = False, clock: FoldClock | None = None) -> list[dict[str, Any]]:
     """:func:`checkpointed_fold` of every fold (saved at its path): tasks on ``client``'s
-    cluster, or here, in order. ``progress`` (:class:`RunOptions`) counts the folds computed
-    on top of those already saved."""
-    saved = [bool(path) and os.path.exists(path) for path in paths]
-    report = progress_reporter(progress, len(folds), sum(saved), unit="fold")
+    cluster, at most one per worker thread at a time, or here, in order. ``progress``
+    (:class:`RunOptions`) counts the folds computed on top of those already saved. ``clock``
+    (:class:`~gramdist.evaluation.fold_loop.FoldClock`, given the saved folds' times) may stop
+    the run between folds: :class:`~gramdist.stopping.StoppedEarly` is raised once the folds
+    in flight have ended and been saved."""
+    clock = clock or FoldClock()
+    results: list[dict[str, Any] | None] = [
+        checkpointed_fold(setup, fold, path) if path and os.path.exists(path) else None
+        for fold, path in zip(folds, paths)]
+    clock.seconds.extend(float(r.get("seconds", float("nan"))) for r in results if r is not None)
+    todo = [i for i, r in enumerate(results) if r is None]
+    report = progress_reporter(progress, len(folds), len(folds) - len(todo), unit="fold")
     try:
-        if client is None:
-            results = []
-            for fold, path, was_saved in zip(folds, paths, saved):
-                results.append(checkpointed_fold(setup, fold, path))
-                if not was_saved:
-                    report(1)
-            return results
-        from distributed import as_completed
-
-        futures = [client.submit(checkpointed_fold, setup, fold, path, pure=False)
-                   for fold, path in zip(folds, paths)]
-        for future in as_completed([f for f, was_saved in zip(futures, saved) if not was_saved]):
-            if future.status != "finished":
-                break  # a failed fold: the gather below raises its error now, not after the rest
-            report(1)
-        return client.gather(futures)
+        computed = run_calls([(checkpointed_fold, (setup, folds[i], paths[i])) for i in todo], client, clock, report)
     finally:
         report(None)
+    for i, res in zip(todo, computed):
+        results[i] = res
+    if any(r is None for r in results):
+        done = sum(r is not None for r in results)
+        raise stop_message(clock, done, len(folds), Path(paths[0]).parent if paths[0] else None)
+    return results  # type: ignore[return-value]  # none is None past the check
 
 
 def run_outer_folds(setup: FoldSetup, options: RunOptions) -> tuple[list[Fold], list[dict[str, Any]]]:
     """Every outer fold of ``setup.protocol``: checked (:func:`check_folds`), drawn
     (:func:`outer_splits` with ``options.seed``), read from or saved under ``options.out`` and
-    run on ``options.client``. Returns the folds and their results, in the same order."""
+    run on ``options.client``, stopped between folds at ``options.deadline`` or on SIGUSR1
+    where the caller asked for that (:mod:`gramdist.evaluation.fold_loop`). Returns the folds and
+    their results, in the same order."""
     check_folds(setup.y, setup.held, setup.protocol, setup.task)
     folds = outer_splits(setup.y, setup.held, setup.protocol, options.seed, setup.task)
     paths = fold_paths(options.out, setup.key() if options.out else "", folds)
-    return folds, run_folds(setup, folds, paths, options.client, options.progress)
+    return folds, run_folds(setup, folds, paths, options.client, options.progress, FoldClock(options.deadline))
 
 
 def summarise(results: list[dict[str, Any]], folds: list[Fold], protocol: Protocol,

@@ -1,0 +1,145 @@
+"""Running an evaluation's outer folds, here or on a cluster, and stopping between them.
+
+A batch system's allocation ends at a wall time, and a power-kernel evaluation's folds take
+ten minutes each: killed mid-fold (SIGTERM, then SIGKILL), the folds in flight are lost,
+though the saved ones resume. So an evaluation can stop between folds instead, keeping every
+fold it started:
+
+* at a time limit (:class:`FoldClock`): a fold starts only if the folds' times so far (their
+  90th percentile, the saved folds' included) say it ends before the deadline;
+* on SIGUSR1 (:func:`gramdist.stopping.finish_in_flight_on`; SLURM's ``--signal=USR1@600``):
+  no fold starts after it, the ones in flight finish and are saved.
+
+To know which folds are in flight, a cluster is given at most one fold per worker thread at a
+time, the next submitted when one ends. A fold takes seconds to minutes; the scheduler's round
+trip between two folds (milliseconds) is lost in it.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gramdist import stopping
+
+#: one fold's work: a picklable function and its arguments, returning the fold's result dict
+FoldCall = tuple[Callable[..., dict[str, Any]], tuple[Any, ...]]
+
+
+@dataclass
+class FoldClock:
+    """When an evaluation stops starting folds.
+
+    Parameters
+    ----------
+    deadline : float, optional
+        A ``time.monotonic()`` reading by which every fold started should have ended; None:
+        no time limit.
+    seconds : list of float
+        The folds' times known so far (saved folds' and this run's), from which a fold's time is
+        estimated: their 90th percentile (the higher of two neighbours), so that one slow fold in
+        ten is allowed for. With none known yet, folds start until the deadline itself passes.
+    """
+
+    deadline: float | None = None
+    seconds: list[float] = field(default_factory=list)
+    stopped: str | None = field(default=None, init=False)
+
+    def estimate(self) -> float | None:
+        """Seconds a fold is expected to take; None while no fold's time is known."""
+        known = [s for s in self.seconds if np.isfinite(s)]
+        return float(np.quantile(known, 0.9, method="higher")) if known else None
+
+    def may_start(self) -> bool:
+        """Whether another fold may start now; if not, :attr:`stopped` says why (``"signal"``
+        or ``"time"``)."""
+        if self.stopped is None and stopping.finish_requested() is not None:
+            self.stopped = "signal"
+        elif self.stopped is None and self.deadline is not None:
+            if time.monotonic() + (self.estimate() or 0.0) > self.deadline:
+                self.stopped = "time"
+        return self.stopped is None
+
+
+def run_calls(calls: Sequence[FoldCall], client: Any, clock: FoldClock,
+              report: Callable[[int], None]) -> list[dict[str, Any] | None]:
+    """Each call's result, in order, None for those not started because ``clock`` stopped them:
+    in this process one after another (``client`` None), or as tasks on ``client``'s cluster,
+    at most one per worker thread at a time. ``report(1)`` after each; a fold's ``seconds`` is
+    added to ``clock``. A failed fold raises its error at once."""
+    if client is None:
+        return _run_here(calls, clock, report)
+    return _run_on_cluster(calls, client, clock, report)
+
+
+def _run_here(calls: Sequence[FoldCall], clock: FoldClock,
+              report: Callable[[int], None]) -> list[dict[str, Any] | None]:
+    results: list[dict[str, Any] | None] = [None] * len(calls)
+    for i, (fn, args) in enumerate(calls):
+        if not clock.may_start():
+            break
+        results[i] = _finished(fn(*args), clock, report)
+    return results
+
+
+def _run_on_cluster(calls: Sequence[FoldCall], client: Any, clock: FoldClock,
+                    report: Callable[[int], None]) -> list[dict[str, Any] | None]:
+    from distributed import as_completed
+
+    results: list[dict[str, Any] | None] = [None] * len(calls)
+    waiting = list(range(len(calls)))[::-1]  # popped from the end: in order
+    in_flight: dict[str, int] = {}
+    running = as_completed()
+
+    def submit_more() -> None:
+        while waiting and len(in_flight) < _threads(client) and clock.may_start():
+            i = waiting.pop()
+            fn, args = calls[i]
+            future = client.submit(fn, *args, pure=False)
+            in_flight[future.key] = i
+            running.add(future)
+
+    submit_more()
+    for future in running:
+        i = in_flight.pop(future.key)
+        results[i] = _finished(future.result(), clock, report)  # a failed fold raises here
+        submit_more()
+    return results
+
+
+def _threads(client: Any) -> int:
+    """The cluster's worker threads now (at least 1: an adaptive cluster at zero workers is
+    given one fold, which makes it scale up)."""
+    return max(1, sum(client.nthreads().values()))
+
+
+def _finished(result: dict[str, Any], clock: FoldClock, report: Callable[[int], None]) -> dict[str, Any]:
+    clock.seconds.append(float(result.get("seconds", float("nan"))))
+    report(1)
+    return result
+
+
+def stop_message(clock: FoldClock, done: int, total: int, out: Any) -> stopping.StoppedEarly:
+    """The :class:`~gramdist.stopping.StoppedEarly` of an evaluation that ``clock`` stopped
+    between folds, with ``done`` of ``total`` folds (saved in the folder ``out``, if any)."""
+    saved = (f"{done} of {total} folds saved in {out}; run the same command again to resume" if out
+             else f"{done} of {total} folds done and none saved (no --out)")
+    if clock.stopped == "signal":
+        signum = stopping.finish_requested() or 0
+        name = signal.Signals(signum).name if signum else "a signal"
+        return stopping.StoppedEarly(f"stopped by {name} after the folds in flight: {saved}", 128 + signum)
+    estimate = clock.estimate()
+    why = f"the next fold would take about {_minutes(estimate)}" if estimate else "the time limit has passed"
+    return stopping.StoppedEarly(f"stopped at the time limit ({why}): {saved}", 3)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+__all__ = ["FoldCall", "FoldClock", "run_calls", "stop_message"]
