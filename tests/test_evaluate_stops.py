@@ -67,10 +67,10 @@ def test_the_clock_estimates_a_fold_by_the_90th_percentile_and_stops_before_the_
 @pytest.mark.parametrize("on_cluster", [False, True])
 def test_a_deadline_stops_between_folds_and_a_rerun_ends_as_an_undisturbed_run(tmp_path, store, monkeypatch,
                                                                                 on_cluster):
-    """Each fold advances a fake clock by 100 s when it ends; a deadline at 150 s lets folds
-    start while the clock plus the known fold times (well under 1 s) is before it: in process
-    folds 1 and 2 (started at 0 and 100); on two workers those two and a third when the first
-    to end leaves the clock at 100, never the fourth."""
+    """Each fold takes 100 s of a fake clock (the folds' own ``seconds`` read it too); a
+    deadline at 250 s: in process folds 1 and 2 run (the third, at 200 + 100, would end past
+    it); on two workers the first two, and a third if the first to end leaves the clock at 100
+    with 100 s known, never the fourth."""
     undisturbed = evaluate([store], PROTOCOL, RunOptions(seed=2))
     now = [0.0]
     real = nested_cv.outer_fold
@@ -80,16 +80,19 @@ def test_a_deadline_stops_between_folds_and_a_rerun_ends_as_an_undisturbed_run(t
         now[0] += 100.0
         return res
 
-    monkeypatch.setattr(fold_loop, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    clock = SimpleNamespace(monotonic=lambda: now[0], perf_counter=lambda: now[0])
+    monkeypatch.setattr(fold_loop, "time", clock)
+    monkeypatch.setattr(nested_cv, "time", clock)
     monkeypatch.setattr(nested_cv, "outer_fold", slow_fold)
     out = tmp_path / "folds"
     with maybe_cluster(on_cluster) as client:
         with pytest.raises(stopping.StoppedEarly) as stop:
-            evaluate([store], PROTOCOL, RunOptions(seed=2, out=out, client=client, deadline=150.0))
+            evaluate([store], PROTOCOL, RunOptions(seed=2, out=out, client=client, deadline=250.0))
         saved = sorted(out.glob("fold-*.json"))
         assert len(saved) in ((2, 3) if on_cluster else (2,))
         assert stop.value.status == 3
-        assert str(stop.value).startswith("stopped at the time limit (the next fold would take about ")
+        assert str(stop.value).startswith("stopped at the time limit (the next fold would take about 100 s)"
+                                          if not on_cluster else "stopped at the time limit (the next fold would")
         assert str(stop.value).endswith(f"{len(saved)} of 4 folds saved in {out}; run the same command again to "
                                         "resume")
         again = evaluate([store], PROTOCOL, RunOptions(seed=2, out=out, client=client))
