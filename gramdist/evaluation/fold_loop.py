@@ -134,7 +134,7 @@ def _finished(result: dict[str, Any], clock: FoldClock, report: Callable[[int], 
     return result
 
 
-def stop_message(clock: FoldClock, done: int, total: int, out: Any) -> stopping.StoppedEarly:
+def stopped_early(clock: FoldClock, done: int, total: int, out: Any) -> stopping.StoppedEarly:
     """The :class:`~gramdist.stopping.StoppedEarly` of an evaluation that ``clock`` stopped
     between folds, with ``done`` of ``total`` folds (saved in the folder ``out``, if any)."""
     saved = (f"{done} of {total} folds saved in {out}; run the same command again to resume" if out
@@ -152,4 +152,4 @@ def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-__all__ = ["FoldCall", "FoldClock", "run_calls", "stop_message"]
+__all__ = ["FoldCall", "FoldClock", "run_calls", "stopped_early"]

@@ -62,7 +62,7 @@ import numpy as np
 from gramdist.engine.context import Progress, progress_reporter
 from gramdist.engine.store import GramStore, Location, is_gram_store, open_gram, open_store, store_version
 from gramdist.errors import StoreError
-from gramdist.evaluation.fold_loop import FoldClock, run_calls, stop_message
+from gramdist.evaluation.fold_loop import FoldClock, run_calls, stopped_early
 from gramdist.evaluation.protocols import Protocol
 from gramdist.evaluation.tasks import DEFAULT_C_GRID, Task
 from gramdist.kernels.base import as_jsonable
@@ -520,7 +520,7 @@ def run_folds(setup: FoldSetup, folds: list[Fold], paths: list[str | None], clie
         results[i] = res
     if any(r is None for r in results):
         done = sum(r is not None for r in results)
-        raise stop_message(clock, done, len(folds), Path(paths[0]).parent if paths[0] else None)
+        raise stopped_early(clock, done, len(folds), Path(paths[0]).parent if paths[0] else None)
     return results  # type: ignore[return-value]  # none is None past the check
 
 
