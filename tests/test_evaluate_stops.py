@@ -43,6 +43,7 @@ def maybe_cluster(on_cluster: bool):
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
+        client.wait_for_workers(2)  # a busy machine may not have both registered yet
         yield client
 
 
@@ -192,3 +193,37 @@ def test_cli_time_limit_needs_out_and_stops_with_status_3(tmp_path):
                 "--out", str(out), "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     assert np.isfinite(json.loads(r.stdout.splitlines()[-1])["accuracy_mean"])
+
+
+def test_a_worker_that_joins_while_the_folds_run_is_given_one_at_once(tmp_path, store, monkeypatch):
+    """Folds go to the cluster one per worker thread; a worker that joins later (an adaptive
+    cluster, a batch queue's worker) gets one within the loop's poll, not when a fold ends."""
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    undisturbed = evaluate([store], PROTOCOL, RunOptions(seed=2))
+    real, started, release = nested_cv.outer_fold, [], threading.Event()
+
+    def held_fold(setup, fold):
+        started.append(fold.index)
+        release.wait(timeout=60)
+        return real(setup, fold)
+
+    monkeypatch.setattr(nested_cv, "outer_fold", held_fold)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        result: dict = {}
+        run = threading.Thread(target=lambda: result.update(
+            evaluate([store], PROTOCOL, RunOptions(seed=2, client=client))))
+        run.start()
+        deadline = time.time() + 30
+        while not started and time.time() < deadline:
+            time.sleep(0.05)
+        cluster.scale(2)
+        while len(started) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        assert started == [0, 1]  # fold 1 began on the new worker while fold 0 was still held
+        release.set()
+        run.join(timeout=60)
+    assert result["fold_accuracies"] == undisturbed["fold_accuracies"]

@@ -11,7 +11,7 @@ fold it started:
   no fold starts after it, the ones in flight finish and are saved.
 
 To know which folds are in flight, a cluster is given at most one fold per worker thread at a
-time, the next submitted when one ends. A fold of seconds or minutes loses nothing to the
+time, the next submitted when one ends or a worker joins. A fold of seconds or minutes loses nothing to the
 round trip between two folds (a few milliseconds); folds shorter than :data:`SHORT_FOLD`
 (small datasets: 70 ms a fold on MUTAG) would lose some 6 % of the run to it, so without a time
 limit they are given two per thread, and SIGUSR1 then lets one more of them run on each thread.
@@ -31,6 +31,10 @@ from gramdist import stopping
 
 #: seconds under which folds are queued two per worker thread, so that none waits for a round trip
 SHORT_FOLD = 1.0
+
+#: how often the cluster's threads are counted while folds run: a worker that joins late (an
+#: adaptive cluster, a batch queue's workers) is given a fold within this many seconds
+POLL_SECONDS = 2.0
 
 #: one fold's work: a picklable function and its arguments, returning the fold's result dict
 FoldCall = tuple[Callable[..., dict[str, Any]], tuple[Any, ...]]
@@ -96,12 +100,11 @@ def _run_here(calls: Sequence[FoldCall], clock: FoldClock,
 
 def _run_on_cluster(calls: Sequence[FoldCall], client: Any, clock: FoldClock,
                     report: Callable[[int], None]) -> list[dict[str, Any] | None]:
-    from distributed import as_completed
+    from distributed import wait
 
     results: list[dict[str, Any] | None] = [None] * len(calls)
     waiting = list(range(len(calls)))[::-1]  # popped from the end: in order
-    in_flight: dict[str, int] = {}
-    running = as_completed()
+    in_flight: dict[Any, int] = {}
 
     def submit_more() -> None:
         typical = clock.estimate(0.5)  # the median: a worker's first fold also loads the Gram
@@ -110,14 +113,16 @@ def _run_on_cluster(calls: Sequence[FoldCall], client: Any, clock: FoldClock,
         while waiting and len(in_flight) < per_thread * _threads(client) and clock.may_start():
             i = waiting.pop()
             fn, args = calls[i]
-            future = client.submit(fn, *args, pure=False)
-            in_flight[future.key] = i
-            running.add(future)
+            in_flight[client.submit(fn, *args, pure=False)] = i
 
     submit_more()
-    for future in running:
-        i = in_flight.pop(future.key)
-        results[i] = _finished(future.result(), clock, report)  # a failed fold raises here
+    while in_flight:
+        try:  # woken by a fold's end, or after POLL_SECONDS to give workers that joined a fold
+            done = wait(list(in_flight), timeout=POLL_SECONDS, return_when="FIRST_COMPLETED").done
+        except TimeoutError:
+            done = set()
+        for future in sorted(done, key=in_flight.__getitem__):
+            results[in_flight.pop(future)] = _finished(future.result(), clock, report)  # a failed fold raises
         submit_more()
     return results
 
