@@ -104,15 +104,19 @@ def test_a_deadline_stops_between_folds_and_a_rerun_ends_as_an_undisturbed_run(t
 
 @pytest.mark.parametrize("on_cluster", [False, True])
 def test_sigusr1_finishes_the_folds_in_flight_and_starts_no_more(tmp_path, store, monkeypatch, on_cluster):
-    """SIGUSR1 arrives while the first fold runs: in process that fold ends and is saved; on
-    two workers the two folds in flight end and are saved; no other fold starts."""
+    """SIGUSR1 arrives while the first fold runs (on two workers, once the second has begun
+    too): in process that fold ends and is saved; on two workers the two folds in flight end
+    and are saved; no other fold starts."""
     real, started = nested_cv.outer_fold, []
 
     def signalled_fold(setup, fold):
         started.append(fold.index)
         if fold.index == 0:
+            deadline = time.time() + 30
+            while on_cluster and len(started) < 2 and time.time() < deadline:
+                time.sleep(0.01)  # a signal before fold 1 is submitted would rightly keep it from starting
             os.kill(os.getpid(), signal.SIGUSR1)
-            time.sleep(0.5)  # the other worker's fold is under way meanwhile
+            time.sleep(0.2)  # fold 1 is under way meanwhile
         return real(setup, fold)
 
     monkeypatch.setattr(nested_cv, "outer_fold", signalled_fold)
