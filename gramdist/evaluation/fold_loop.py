@@ -59,6 +59,10 @@ class FoldClock:
     seconds: list[float] = field(default_factory=list)
     stopped: str | None = field(default=None, init=False)
 
+    def record(self, result: dict[str, Any]) -> None:
+        """Add a fold's time (its result's ``seconds``; NaN when it has none) to :attr:`seconds`."""
+        self.seconds.append(float(result.get("seconds", float("nan"))))
+
     def estimate(self, quantile: float = 0.9) -> float | None:
         """Seconds a fold is expected to take (that ``quantile`` of the known times); None while
         no fold's time is known."""
@@ -134,7 +138,7 @@ def _threads(client: Any) -> int:
 
 
 def _finished(result: dict[str, Any], clock: FoldClock, report: Callable[[int], None]) -> dict[str, Any]:
-    clock.seconds.append(float(result.get("seconds", float("nan"))))
+    clock.record(result)
     report(1)
     return result
 

@@ -509,7 +509,9 @@ def run_folds(setup: FoldSetup, folds: list[Fold], paths: list[str | None], clie
     results: list[dict[str, Any] | None] = [
         checkpointed_fold(setup, fold, path) if path and os.path.exists(path) else None
         for fold, path in zip(folds, paths)]
-    clock.seconds.extend(float(r.get("seconds", float("nan"))) for r in results if r is not None)
+    for res in results:
+        if res is not None:
+            clock.record(res)
     todo = [i for i, r in enumerate(results) if r is None]
     report = progress_reporter(progress, len(folds), len(folds) - len(todo), unit="fold")
     try:
