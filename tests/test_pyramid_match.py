@@ -148,6 +148,36 @@ def test_large_graphs_use_arpack_with_the_same_bins():
         assert np.array_equal(np.floor(dense * 2**lev), np.floor(sparse * 2**lev))
 
 
+def test_both_eigensolvers_run_with_one_blas_thread(monkeypatch):
+    """ARPACK's Ritz vectors cost 2-3 times the CPU under OpenBLAS's own threads (spectral.py):
+    the dense and the ARPACK path both run with one BLAS thread, whatever the caller's limit."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    import gramdist.kernels.pyramid.spectral as spectral
+
+    seen = []
+
+    def blas_threads() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    def recording(solver):
+        def call(*args, **kwargs):
+            seen.append(blas_threads())
+            return solver(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(spectral, "eigsh", recording(spectral.eigsh))
+    monkeypatch.setattr(spectral.np.linalg, "eigh", recording(np.linalg.eigh))
+    rng = np.random.default_rng(1)
+    big, small = rng.integers(0, 40, size=(100, 2)), rng.integers(0, 8, size=(12, 2))
+    graphs = GraphBatch.from_graphs([big[big[:, 0] != big[:, 1]], small[small[:, 0] != small[:, 1]]], [40, 8])
+    with threadpool_limits(2, user_api="blas"):
+        if not blas_threads() or max(blas_threads()) < 2:
+            pytest.skip("this NumPy's BLAS cannot run two threads here")
+        spectral_embedding(graphs, 6, dense_max=10)
+    assert len(seen) == 2 and all(n == [1] * len(n) for n in seen)
+
+
 def test_only_chunks_for_arpack_go_to_forked_workers():
     # ARPACK's loop holds the GIL; batched dense eigh does not, and stays in the threads
     from gramdist.kernels.pyramid.spectral import DENSE_MAX

@@ -29,7 +29,11 @@ Computation: graphs are grouped by size and each group's adjacency matrices go t
 batched dense ``numpy.linalg.eigh`` (per matrix the same LAPACK call as alone, so a graph's
 embedding does not depend on its chunk); graphs above ``dense_max`` nodes use ARPACK
 (``scipy.sparse.linalg.eigsh``, ``which="LM"``, a fixed start vector, so the result is
-deterministic), with memory O(n d + edges) instead of O(n^2).
+deterministic), with memory O(n d + edges) instead of O(n^2). Both run with one BLAS thread:
+the matrices are small, so threads gain nothing, and ARPACK's Ritz vectors (``dseupd``'s BLAS
+calls) cost 2-3 times the CPU with OpenBLAS's own threads (D&D's 438 graphs above 300 nodes:
+7.5 or 5.5 s against 2.6 s of CPU, the same bits, 2026-11-30); a graph's eigenvectors must
+not depend on the thread count of the process computing them either.
 """
 
 from __future__ import annotations
@@ -59,6 +63,11 @@ def _select(vals: np.ndarray, d: int) -> np.ndarray:
 
 def spectral_embedding(graphs: GraphBatch, d: int, dense_max: int = DENSE_MAX) -> np.ndarray:
     """(N, d) float64 node embeddings in [0, 1]; NaN in the dimensions a graph lacks (n < d)."""
+    with threadpool_limits(1):  # see the module docstring
+        return _spectral_embedding(graphs, d, dense_max)
+
+
+def _spectral_embedding(graphs: GraphBatch, d: int, dense_max: int) -> np.ndarray:
     n_nodes = graphs.nodes_per_graph
     out = np.full((graphs.n_nodes, d), np.nan)
     starts = graphs.node_offsets[:-1] - graphs.node_offsets[0]
@@ -79,10 +88,7 @@ def spectral_embedding(graphs: GraphBatch, d: int, dense_max: int = DENSE_MAX) -
                     ge = e[e_start[g]:e_start[g] + graphs.edges_per_graph[g]]
                     mats[slot, ge[:, 0], ge[:, 1]] = 1.0
                     mats[slot, ge[:, 1], ge[:, 0]] = 1.0
-                # one BLAS thread: small matrices gain nothing from threads, and a graph's
-                # eigenvectors must not depend on the thread count of the worker computing them
-                with threadpool_limits(1):
-                    vals, vecs = np.linalg.eigh(mats)
+                vals, vecs = np.linalg.eigh(mats)
                 for slot, g in enumerate(batch):
                     sel = _select(vals[slot], k)
                     out[starts[g]:starts[g] + size, :k] = np.abs(vecs[slot][:, sel])
