@@ -259,6 +259,11 @@ def _resource_tracker_ignoring_session_signals() -> None:
 def _local_cluster(spec: Any) -> Any:
     from distributed import LocalCluster
 
+    from gramdist.engine.main_guard import unguarded_hint, unguarded_script
+
+    if (script := unguarded_script()) is not None:  # its workers would fail to start (main_guard)
+        raise JobError(f"{unguarded_hint(script)}, or run in this process "
+                       "(in_process=True, or cluster.n_workers: 0)")
     _resource_tracker_ignoring_session_signals()
     return LocalCluster(
         n_workers=spec.n_workers or os.cpu_count() or 1,

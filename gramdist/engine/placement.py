@@ -30,7 +30,11 @@ computation of a given size, into an :class:`~gramdist.engine.executor.Executor`
    (``forked``, :mod:`gramdist.engine.processes`) for kernels whose embeddings hold the GIL.
 6. otherwise a LocalCluster sized by ``cluster:``: the one shared by every call of a Python
    process (``shared=True``: the Python front ends, started once and closed at exit), or one
-   started for this computation (the CLI).
+   started for this computation (the CLI). Not from a script whose calling statement is
+   outside ``if __name__ == "__main__":`` (:mod:`~gramdist.engine.main_guard`: each worker
+   would run it again and fail to start): under ``"auto"`` the work then runs in this
+   process, with a warning; a LocalCluster asked for otherwise is refused with a ``JobError``
+   that says what to change.
 
 Every entry point runs with ``"auto"`` unless the user says otherwise (``--workers N``,
 ``cluster.n_workers``, a scheduler, ``in_process=``).
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -101,7 +106,9 @@ class Placement:
             return True
         if self.names_a_cluster() or _active_client() is not None:
             return False
-        return self.in_process == "auto" and n_entries <= IN_PROCESS_MAX_ENTRIES and n_nodes <= IN_PROCESS_MAX_NODES
+        if self.in_process != "auto":
+            return False
+        return (n_entries <= IN_PROCESS_MAX_ENTRIES and n_nodes <= IN_PROCESS_MAX_NODES) or _script_cannot_start_workers()
 
     @contextlib.contextmanager
     def executor(self, n_entries: int, log: Log = silent, n_nodes: int = 0) -> Iterator[Executor]:
@@ -147,6 +154,24 @@ def in_process_threads() -> int:
             raise JobError(f"GRAMDIST_THREADS must be a whole number >= 1, got {value!r}")
         return int(value)
     return available_cpus()
+
+
+def _script_cannot_start_workers() -> bool:
+    """True, with a warning once per script, where a LocalCluster's workers would run the
+    calling script again (:mod:`gramdist.engine.main_guard`): ``"auto"`` then runs here."""
+    from gramdist.engine.main_guard import script_stacklevel, unguarded_hint, unguarded_script
+
+    script = unguarded_script()
+    if script is None:
+        return False
+    if script not in _WARNED:
+        _WARNED.add(script)
+        warnings.warn(f"gramdist runs this computation in this process, not on a LocalCluster: "
+                      f"{unguarded_hint(script)} to use the workers", RuntimeWarning, stacklevel=script_stacklevel())
+    return True
+
+
+_WARNED: set[str] = set()
 
 
 def _active_client() -> Any | None:
