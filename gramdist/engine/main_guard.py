@@ -20,6 +20,7 @@ import functools
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from types import FrameType
 
 
@@ -39,7 +40,7 @@ def unguarded_script() -> str | None:
     spec_name = getattr(getattr(main, "__spec__", None), "name", None) or ""
     if spec_name == "__main__" or spec_name.endswith(".__main__"):  # multiprocessing imports none of these again
         return None
-    frame = _module_frame(vars(main))
+    frame = _module_frame()
     if frame is None:
         return None
     try:
@@ -50,19 +51,30 @@ def unguarded_script() -> str | None:
 
 
 def _start_method() -> str:
-    import dask
+    """How Dask's nannies start workers (its ``distributed.worker.multiprocessing-method``)."""
+    from distributed.utils import get_mp_context
 
-    return str(dask.config.get("distributed.worker.multiprocessing-method", "spawn"))
+    return get_mp_context().get_start_method()
 
 
-def _module_frame(namespace: dict) -> FrameType | None:
-    """The frame running ``__main__``'s top-level code, at the bottom of this thread's stack."""
-    frame: FrameType | None = sys._getframe()
-    found = None
+def _main_frames(frame: FrameType | None) -> Iterator[tuple[int, FrameType]]:
+    """(depth from ``frame``, starting at 1; frame) of every frame running ``__main__``'s code,
+    nearest first."""
+    main = sys.modules.get("__main__")
+    namespace = vars(main) if main is not None else None
+    level = 1
     while frame is not None:
-        if frame.f_globals is namespace and frame.f_code.co_name == "<module>":
+        if frame.f_globals is namespace:
+            yield level, frame
+        frame, level = frame.f_back, level + 1
+
+
+def _module_frame() -> FrameType | None:
+    """The frame running ``__main__``'s top-level code, at the bottom of this thread's stack."""
+    found = None
+    for _, frame in _main_frames(sys._getframe()):
+        if frame.f_code.co_name == "<module>":
             found = frame
-        frame = frame.f_back
     return found
 
 
@@ -87,13 +99,7 @@ def _is_main_test(test: ast.expr) -> bool:
 def script_stacklevel() -> int:
     """The ``stacklevel`` that makes a ``warnings.warn`` in our caller name the nearest line of
     the ``__main__`` script (1, the caller itself, where the script is not on the stack)."""
-    namespace = vars(sys.modules["__main__"]) if "__main__" in sys.modules else None
-    frame, level = sys._getframe(1), 1
-    while frame is not None:
-        if frame.f_globals is namespace:
-            return level
-        frame, level = frame.f_back, level + 1
-    return 1
+    return next((level for level, _ in _main_frames(sys._getframe(1))), 1)
 
 
 def unguarded_hint(path: str) -> str:
