@@ -231,3 +231,37 @@ def test_a_worker_that_joins_while_the_folds_run_is_given_one_at_once(tmp_path, 
         release.set()
         run.join(timeout=60)
     assert result["fold_accuracies"] == undisturbed["fold_accuracies"]
+
+
+def test_cli_time_limit_on_feature_stores_stops_and_resumes_to_the_undisturbed_result(tmp_path):
+    """Feature stores share the Gram stores' fold loop: the same stop (exit 3, one line), and a
+    rerun with a long limit ends where a run without one does."""
+    store, out = tmp_path / "syn.zarr", tmp_path / "folds"
+    r = run_cli("features", "jobs/synthetic-wl.yaml", "--out", str(store), "--quiet")
+    assert r.returncode == 0, r.stderr[-3000:]
+    args = ("evaluate", str(store), "--folds", "3", "--repeats", "2", "--workers", "0", "--json", "--quiet")
+    r = run_cli(*args, "--time-limit", "0.001s", "--out", str(out))
+    assert r.returncode == 3, r.stderr[-3000:]
+    assert r.stderr.strip().splitlines()[-1] == ("gramdist: stopped at the time limit (the time limit has passed): "
+                                                 f"0 of 6 folds saved in {out}; run the same command again to resume")
+    limited = run_cli(*args, "--time-limit", "1h", "--out", str(out))
+    plain = run_cli(*args)
+    assert limited.returncode == 0 and plain.returncode == 0, limited.stderr[-3000:] + plain.stderr[-3000:]
+    first, second = json.loads(limited.stdout.splitlines()[-1]), json.loads(plain.stdout.splitlines()[-1])
+    assert first["learner"] == second["learner"] == "svm"
+    assert first["accuracy_mean"] == second["accuracy_mean"] and first["selections"] == second["selections"]
+
+
+def test_cli_refit_time_limit_needs_out(tmp_path):
+    """``--refit`` keeps its folds in ``--out`` as the stores do: a limit without it would stop
+    with nothing saved, so it is refused before any fit."""
+    line = one_error_line(run_cli("evaluate", "--refit", "jobs/synthetic-wl.yaml", "--time-limit", "1h",
+                                  "--workers", "0"))
+    assert "--time-limit" in line and "--out" in line
+
+
+def test_the_stop_line_gives_a_short_fold_in_tenths_of_a_second():
+    clock = FoldClock(deadline=0.0)
+    clock.seconds.append(0.34)
+    assert clock.estimate() == 0.34
+    assert "the next fold would take about 0.3 s" in str(fold_loop.stopped_early(clock, 1, 6, "f"))

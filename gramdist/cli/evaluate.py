@@ -147,6 +147,10 @@ def _evaluation(args: argparse.Namespace, proto: Any) -> tuple[Any, Any, Any]:
     from gramdist.evaluation.nested_cv import RunOptions
 
     options = RunOptions(seed=args.seed, out=args.out, progress=not args.quiet)
+    if args.time_limit is not None and not args.out:
+        raise JobError("--time-limit stops between outer folds and keeps those done in --out FOLDER: give --out")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise JobError("--time-limit must be longer than 0 s")
     if args.refit:
         from gramdist.evaluation.refit import evaluate_refit, refit_sources
         from gramdist.jobs import load_job
@@ -155,18 +159,12 @@ def _evaluation(args: argparse.Namespace, proto: Any) -> tuple[Any, Any, Any]:
             raise JobError("--refit evaluates a classification job with an SVC; --combine, --plot, --learner "
                            "and --task regression are for stores")
         return evaluate_refit, refit_sources(load_job(args.refit, args.overrides)), options
-    if args.time_limit is not None and not args.out:
-        raise JobError("--time-limit stops between outer folds and keeps those done in --out FOLDER: give --out")
-    if args.time_limit is not None and args.time_limit <= 0:
-        raise JobError("--time-limit must be longer than 0 s")
     if _feature_stores(args.stores):
         from gramdist.evaluation.linear import evaluate_features
 
-        if (args.learner in ("krr", "svr") or args.task == "regression" or args.combine or args.plot
-                or args.time_limit is not None):
+        if args.learner in ("krr", "svr") or args.task == "regression" or args.combine or args.plot:
             raise JobError("feature stores are evaluated by a linear classifier (--learner auto|svm|sgd); "
-                           "--task regression, --learner krr|svr, --combine, --plot and --time-limit are for "
-                           "Gram stores")
+                           "--task regression, --learner krr|svr, --combine and --plot are for Gram stores")
         return (partial(evaluate_features, learner=args.learner, epochs=args.epochs, hash_bits=args.hash_bits),
                 args.stores, options)
     from gramdist.evaluation import evaluate

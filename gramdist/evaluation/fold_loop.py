@@ -158,6 +158,8 @@ def stopped_early(clock: FoldClock, done: int, total: int, out: Any) -> stopping
 
 
 def _minutes(seconds: float) -> str:
+    if seconds < 10:  # folds of a small dataset: "about 0 s" said nothing
+        return f"{seconds:.1f} s"
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
