@@ -153,11 +153,12 @@ def stopped_early(clock: FoldClock, done: int, total: int, out: Any) -> stopping
         name = signal.Signals(signum).name if signum else "a signal"
         return stopping.StoppedEarly(f"stopped by {name} after the folds in flight: {saved}", 128 + signum)
     estimate = clock.estimate()
-    why = f"the next fold would take about {_minutes(estimate)}" if estimate else "the time limit has passed"
+    why = f"the next fold would take about {_about(estimate)}" if estimate else "the time limit has passed"
     return stopping.StoppedEarly(f"stopped at the time limit ({why}): {saved}", 3)
 
 
-def _minutes(seconds: float) -> str:
+def _about(seconds: float) -> str:
+    """A fold's estimated time for the stop line: tenths of a second, seconds, or minutes."""
     if seconds < 10:  # folds of a small dataset: "about 0 s" said nothing
         return f"{seconds:.1f} s"
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
