@@ -13,11 +13,17 @@ thread, interleaved with today's path on the same graphs:
 * ``reorth``: Lanczos with full reorthogonalisation (classical Gram–Schmidt twice), graphs of
   101–300 nodes padded with isolated nodes to multiples of 16 and run as stacked NumPy products,
   ``min(n, 60 + n / 4)`` steps (above the most any of these graphs needed), one check at the end.
+* ``per-graph``: the same full reorthogonalisation one graph at a time, the Gram–Schmidt
+  products as BLAS matrix–vector products on the contiguous (steps × n) block, the CSR product
+  through SciPy's ``csr_matvec``; checked first at ``min(n, 50 + n / 8)`` steps, then every 10;
+  on graphs of 101–300 and of 301–1,000 nodes. With ``--numba`` (numba installed; it is not a
+  dependency) also the same steps compiled (``numba.njit``, the CSR product as a loop, the
+  products still BLAS), which takes away the Python cost of each step.
 
 Both report the embedding's difference from today's after the 2^-32 snap. The seconds are only
 comparable inside one run.
 
-    python benchmarks/bench_pyramid_lanczos.py [--rounds 2]
+    python benchmarks/bench_pyramid_lanczos.py [--rounds 2] [--numba]
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import time
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
+from scipy.sparse import _sparsetools
 from threadpoolctl import threadpool_limits
 
 from gramdist.datasets import load_dataset
@@ -148,6 +155,79 @@ def reorth_embedding(g: GraphBatch, ids: np.ndarray, pad: int = 16) -> tuple[dic
     return out, worst
 
 
+def _steps_numpy(indptr: np.ndarray, indices: np.ndarray, q: np.ndarray, alphas: np.ndarray,
+                 betas: np.ndarray, j0: int, j1: int) -> int:
+    """Lanczos steps ``j0..j1-1`` with full reorthogonalisation; the rows of ``q`` are the
+    Lanczos vectors. Returns the steps done (fewer where β = 0)."""
+    n = q.shape[1]
+    ones = np.ones(len(indices))
+    for j in range(j0, j1):
+        w = np.zeros(n)
+        _sparsetools.csr_matvec(n, n, indptr, indices, ones, q[j], w)
+        alpha = 0.0
+        for _ in range(2):  # classical Gram-Schmidt, twice
+            h = q[:j + 1] @ w
+            w -= h @ q[:j + 1]
+            alpha += h[j]
+        alphas[j], betas[j] = alpha, np.sqrt(w @ w)
+        if betas[j] == 0.0:
+            return j + 1
+        np.divide(w, betas[j], out=q[j + 1])
+    return j1
+
+
+def _steps_loop(indptr: np.ndarray, indices: np.ndarray, q: np.ndarray, alphas: np.ndarray,
+                betas: np.ndarray, j0: int, j1: int) -> int:
+    """:func:`_steps_numpy` in the form numba compiles: the CSR product as a loop."""
+    n = q.shape[1]
+    w = np.empty(n)
+    for j in range(j0, j1):
+        for r in range(n):
+            s = 0.0
+            for p in range(indptr[r], indptr[r + 1]):
+                s += q[j, indices[p]]
+            w[r] = s
+        alpha = 0.0
+        for _ in range(2):
+            h = q[:j + 1] @ w
+            w -= q[:j + 1].T @ h
+            alpha += h[j]
+        alphas[j], betas[j] = alpha, np.sqrt(w @ w)
+        if betas[j] == 0.0:
+            return j + 1
+        for r in range(n):
+            q[j + 1, r] = w[r] / betas[j]
+    return j1
+
+
+def per_graph_embedding(g: GraphBatch, ids: np.ndarray, steps) -> tuple[list[np.ndarray], np.ndarray]:
+    """Full-reorthogonalisation Lanczos one graph at a time: |eigenvectors| and step counts."""
+    out, used = [], []
+    for i in ids.tolist():
+        n = int(g.nodes_per_graph[i])
+        ge = _edges(g, i)
+        a = sp.csr_matrix((np.ones(2 * len(ge)), (np.r_[ge[:, 0], ge[:, 1]], np.r_[ge[:, 1], ge[:, 0]])), shape=(n, n))
+        a.sum_duplicates()
+        a.sort_indices()
+        cap = min(n, 400)
+        q, alphas, betas = np.zeros((cap + 1, n)), np.zeros(cap), np.zeros(cap)
+        v = np.linspace(1.0, 2.0, n)
+        q[0] = v / np.linalg.norm(v)
+        m, target = 0, min(n, 50 + n // 8, cap)
+        while True:
+            done = steps(a.indptr, a.indices, q, alphas, betas, m, target)
+            m = done
+            th, s = sla.eigh_tridiagonal(alphas[:m], betas[:m - 1])
+            sel = _select(th, D)
+            scale = max(1.0, float(np.abs(th).max()))
+            if done < target or m == cap or np.all(np.abs(betas[m - 1] * s[-1, sel]) <= TOL * scale):
+                break
+            target = min(m + 10, cap)
+        out.append(np.abs(q[:m].T @ s[:, sel]))
+        used.append(m)
+    return out, np.array(used)
+
+
 def _timed(f, *args):
     t0 = time.perf_counter()
     r = f(*args)
@@ -158,7 +238,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-steps", type=int, default=400)
+    parser.add_argument("--numba", action="store_true", help="also the compiled per-graph steps")
     args = parser.parse_args()
+    variants = {"per-graph": _steps_numpy}
+    if args.numba:
+        try:
+            import numba
+        except ImportError:
+            raise SystemExit("--numba needs numba: pip install numba") from None
+        variants["per-graph, numba"] = numba.njit(_steps_loop)
     g = load_dataset("DD")
     n_nodes = g.nodes_per_graph
     big = np.flatnonzero(n_nodes > 100)
@@ -175,6 +263,18 @@ def main() -> None:
             t_mid, ref_mid = _timed(_spectral_embedding, g[mid], D, 300)
             t_re, (vecs, worst) = _timed(reorth_embedding, g, mid)
             print(f"round {r}: {len(mid)} graphs of 101-300 nodes: today (dense eigh) {t_mid:.2f} s | reorth {t_re:.2f} s")
+            for lo, hi in ((100, 300), (300, 1000)):
+                ids = np.flatnonzero((n_nodes > lo) & (n_nodes <= hi))
+                t_ref, ref_band = _timed(_spectral_embedding, g[ids], D, 300)
+                line = f"round {r}: {len(ids)} graphs of {lo + 1}-{hi} nodes: today {t_ref:.2f} s"
+                for name, steps in variants.items():
+                    if r == 0 and name != "per-graph":
+                        per_graph_embedding(g, ids[:1], steps)  # compile outside the timing
+                    t_v, (vecs_v, used) = _timed(per_graph_embedding, g, ids, steps)
+                    diff = np.abs(_snap(np.concatenate(vecs_v)) - ref_band)
+                    line += (f" | {name} {t_v:.2f} s ({t_v / t_ref:.2f}; steps median {np.median(used):.0f},"
+                             f" max {used.max()}; {int((diff > 0).sum())} of {diff.size} snapped coordinates differ)")
+                print(line)
     done = need > 0
     print(f"plain: steps median {np.median(need[done]):.0f}, 90th pct {np.percentile(need[done], 90):.0f}, "
           f"max {need.max()}; not converged in {args.max_steps} steps: {int((~done).sum())} of {len(big)}")
