@@ -104,9 +104,10 @@ class SparseFeatures(DerivedCache):
         return self._cache["sorted_keys"]
 
     def _shared_keys(self) -> np.ndarray:
-        """Sorted keys present in at least two rows (keys are distinct within a row)."""
+        """Sorted keys present in at least two rows (keys are distinct within a row, so a key's
+        count of rows is its count of copies)."""
         if "shared_keys" not in self._cache:
-            self._sort_keys()
+            self._cache["shared_keys"] = self._sorted_keys()[self._key_rows() >= 2]
         return self._cache["shared_keys"]
 
     def _key_rows(self) -> np.ndarray:
@@ -140,16 +141,9 @@ class SparseFeatures(DerivedCache):
 
     def _sort_keys(self) -> None:
         s = np.sort(self.keys)
-        if len(s) == 0:
-            self._cache["sorted_keys"] = self._cache["shared_keys"] = s
-            self._cache["key_rows"] = np.zeros(0, np.int64)
-            return
-        new = run_starts(s)
-        starts = np.flatnonzero(new)
+        starts = np.flatnonzero(run_starts(s))
         self._cache["key_rows"] = np.diff(starts, append=len(s))
-        self._cache["sorted_keys"] = s[new]
-        dup = s[1:][~new[1:]]  # the 2nd, 3rd, ... copies of repeated keys
-        self._cache["shared_keys"] = unique_sorted(dup)
+        self._cache["sorted_keys"] = s[starts]
 
     # ------------------------------------------------------------ slicing
     def __getitem__(self, key: slice | int | np.ndarray | list) -> SparseFeatures:
