@@ -77,7 +77,9 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(s, indent=1))
         return
     print(f"{args.folder}: {s['folds_kept']} folds kept, {s['complete_repeats']} complete repeats")
-    if s["complete_repeats"]:
+    if s["complete_repeats"] == 1:  # no spread over repeats from one repeat
+        print(f"  {s['accuracy_mean']:.2f} over the one complete repeat (fold std {s['accuracy_fold_std']:.2f})")
+    elif s["complete_repeats"]:
         print(f"  {s['accuracy_mean']:.2f} ± {s['accuracy_se']:.2f} SE over the complete repeats "
               f"(std of the repeat means {s['accuracy_std_sample']:.2f}, fold std {s['accuracy_fold_std']:.2f})")
         print(f"  repeat means: {', '.join(f'{m:.2f}' for m in s['repeat_means'])}")
