@@ -1,7 +1,7 @@
 """Pyramid match's eigenvectors by Lanczos in lockstep, against today's path (issue 31; tried).
 
 Today ``kernels.pyramid.spectral`` runs one dense ``eigh`` per graph up to 300 nodes and one
-ARPACK ``eigsh`` per graph above. This script measures two lockstep alternatives on D&D, one BLAS
+ARPACK ``eigsh`` per graph above. This script measures three Lanczos alternatives on D&D, one BLAS
 thread, interleaved with today's path on the same graphs:
 
 * ``plain``: Lanczos without reorthogonalisation for every graph above 100 nodes at once (one
@@ -16,11 +16,11 @@ thread, interleaved with today's path on the same graphs:
 * ``per-graph``: the same full reorthogonalisation one graph at a time, the Gram–Schmidt
   products as BLAS matrix–vector products on the contiguous (steps × n) block, the CSR product
   through SciPy's ``csr_matvec``; checked first at ``min(n, 50 + n / 8)`` steps, then every 10;
-  on graphs of 101–300 and of 301–1,000 nodes. With ``--numba`` (numba installed; it is not a
-  dependency) also the same steps compiled (``numba.njit``, the CSR product as a loop, the
+  on graphs of 101–300 and of 301–1,000 nodes. With ``--numba`` (numba from the ``bench`` extra;
+  gramdist never imports it) also the same steps compiled (``numba.njit``, the CSR product as a loop, the
   products still BLAS), which takes away the Python cost of each step.
 
-Both report the embedding's difference from today's after the 2^-32 snap. The seconds are only
+Each reports the embedding's difference from today's after the 2^-32 snap. The seconds are only
 comparable inside one run.
 
     python benchmarks/bench_pyramid_lanczos.py [--rounds 2] [--numba]
@@ -33,7 +33,6 @@ import time
 
 import numpy as np
 import scipy.linalg as sla
-import scipy.sparse as sp
 from scipy.sparse import _sparsetools
 from threadpoolctl import threadpool_limits
 
@@ -45,11 +44,6 @@ D = 6
 TOL = 1e-12
 
 
-def _edges(g: GraphBatch, i: int) -> np.ndarray:
-    eo = g.edge_offsets - g.edge_offsets[0]
-    return g.edges[eo[i]:eo[i + 1]].astype(np.int64)
-
-
 def _snap(x: np.ndarray) -> np.ndarray:
     return np.round(np.clip(np.abs(x), 0.0, 1.0) / SNAP) * SNAP
 
@@ -59,13 +53,8 @@ class _Plain:
 
     def __init__(self, g: GraphBatch, ids: np.ndarray) -> None:
         self.sizes = g.nodes_per_graph[ids].astype(np.int64)
-        offs = np.concatenate([[0], np.cumsum(self.sizes)])
-        ij = np.concatenate([_edges(g, i) + offs[b] for b, i in enumerate(ids)])
-        n = int(offs[-1])
-        a = sp.coo_matrix((np.ones(2 * len(ij)), (np.r_[ij[:, 0], ij[:, 1]], np.r_[ij[:, 1], ij[:, 0]])), shape=(n, n))
-        self.a = a.tocsr()
-        self.a.data[:] = 1.0
-        self.starts = offs[:-1]
+        self.a = g[ids].adjacency()  # block-diagonal, unit weights
+        self.starts = np.concatenate([[0], np.cumsum(self.sizes)[:-1]])
         self.seg = np.repeat(np.arange(len(ids)), self.sizes)
 
     def run(self, steps: int, coeffs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -132,8 +121,8 @@ def reorth_embedding(g: GraphBatch, ids: np.ndarray, pad: int = 16) -> tuple[dic
         a = np.zeros((len(members), p, p))
         q = np.zeros((len(members), m + 1, p))
         for k, i in enumerate(members):
-            ge = _edges(g, i)
-            a[k, ge[:, 0], ge[:, 1]] = a[k, ge[:, 1], ge[:, 0]] = 1.0
+            n = int(n_nodes[i])
+            a[k, :n, :n] = g.graph(i).adjacency().toarray()
             v = np.linspace(1.0, 2.0, int(n_nodes[i]))
             q[k, 0, :len(v)] = v / np.linalg.norm(v)
         alphas, betas = np.zeros((len(members), m)), np.zeros((len(members), m))
@@ -205,10 +194,7 @@ def per_graph_embedding(g: GraphBatch, ids: np.ndarray, steps) -> tuple[list[np.
     out, used = [], []
     for i in ids.tolist():
         n = int(g.nodes_per_graph[i])
-        ge = _edges(g, i)
-        a = sp.csr_matrix((np.ones(2 * len(ge)), (np.r_[ge[:, 0], ge[:, 1]], np.r_[ge[:, 1], ge[:, 0]])), shape=(n, n))
-        a.sum_duplicates()
-        a.sort_indices()
+        a = g.graph(i).adjacency()  # unit weights, as today's path
         cap = min(n, 400)
         q, alphas, betas = np.zeros((cap + 1, n)), np.zeros(cap), np.zeros(cap)
         v = np.linspace(1.0, 2.0, n)
