@@ -50,7 +50,8 @@ def summary(folds: dict[tuple[int, int], dict[str, Any]], n_folds: int) -> dict[
     out: dict[str, Any] = {"folds_kept": len(folds), "complete_repeats": len(complete)}
     if complete:
         acc = np.array([[folds[(r, f)]["accuracy"] for f in range(n_folds)] for r in complete])
-        out.update(accuracy_spreads(acc))
+        # undefined spreads (one repeat) as None: --json prints strict JSON, not NaN
+        out.update({k: (v if v == v else None) for k, v in accuracy_spreads(acc).items()})
         out["repeat_means"] = [round(float(m), 2) for m in acc.mean(axis=1) * 100]
     kept = list(folds.values())
     seconds = np.array([res["seconds"] for res in kept if "seconds" in res])
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         print(json.dumps(s, indent=1))
         return
-    print(f"{args.folder}: {s['folds_kept']} folds kept, {s['complete_repeats']} complete repeats")
+    print(f"{args.folder}: {s['folds_kept']} folds kept, {s['complete_repeats']} complete repeat{'' if s['complete_repeats'] == 1 else 's'}")
     if s["complete_repeats"] == 1:  # no spread over repeats from one repeat
         print(f"  {s['accuracy_mean']:.2f} over the one complete repeat (fold std {s['accuracy_fold_std']:.2f})")
     elif s["complete_repeats"]:
