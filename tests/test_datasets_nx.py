@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from test_datasets_tu import write_toy
@@ -87,3 +89,14 @@ def test_attribute_width_mismatch_and_nan():
 def test_y_length_checked():
     with pytest.raises(DatasetError, match="2 labels in y for 1 graphs"):
         from_networkx([nx.path_graph(2)], node_label=None, y=[0, 1])
+
+
+def test_missing_networkx_is_a_one_line_hint(monkeypatch):
+    from gramdist.datasets.molecules import molecules_to_networkx
+    from gramdist.errors import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "networkx", None)  # import networkx now raises ImportError
+    b = make_synthetic(n_graphs=2, seed=0)
+    for call in (lambda: to_networkx(b), lambda: molecules_to_networkx(["CCO"])):
+        with pytest.raises(MissingExtraError, match=r'^networkx graphs need networkx: pip install "gramdist\[networkx\]"$'):
+            call()

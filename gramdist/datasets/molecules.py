@@ -91,6 +91,7 @@ from typing import Any
 
 import numpy as np
 
+from gramdist.datasets.nx import require_networkx
 from gramdist.errors import DatasetError, MissingExtraError
 from gramdist.graphs import GraphBatch
 
@@ -741,7 +742,7 @@ def molecules_to_networkx(
     edge_label="label", node_attr="attr" or None)`` then gives the same batch as
     :func:`molecules_to_batch` on the same molecules and options (targets aside).
     """
-    import networkx as nx
+    nx = require_networkx()
 
     opt = _options(aromaticity, formal_charge, hydrogens, partial_charges, coordinates)
     recs, _ = _records(X, smiles_column, None)

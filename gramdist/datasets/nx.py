@@ -23,10 +23,19 @@ from typing import Any
 import numpy as np
 
 from gramdist.arrayops import group_offsets
-from gramdist.errors import DatasetError
+from gramdist.errors import DatasetError, MissingExtraError
 from gramdist.graphs import GraphBatch
 
 __all__ = ["from_networkx", "to_networkx"]
+
+
+def require_networkx() -> Any:
+    """The ``networkx`` module, or a one-line hint naming the extra that installs it."""
+    try:
+        import networkx
+    except ImportError:
+        raise MissingExtraError('networkx graphs need networkx: pip install "gramdist[networkx]"') from None
+    return networkx
 
 
 def from_networkx(
@@ -267,7 +276,7 @@ def to_networkx(batch: GraphBatch) -> list:
     ``from_networkx(to_networkx(b), "label", "attr", "label", "attr", y="label")`` rebuilds
     ``b`` (up to ``graph_ids`` and ``name``).
     """
-    import networkx as nx
+    nx = require_networkx()
 
     out = []
     for g in batch:
