@@ -74,7 +74,8 @@ def positions_of(u: np.ndarray, x: np.ndarray) -> np.ndarray:
     ``searchsorted``.
     """
     n = len(u)
-    if n < 2 or len(x) < 4 * n or n >= 2**29:  # few lookups per key: building the table costs more
+    # tiny, or under four lookups a key (the table would cost more), or past int32 slots
+    if n < 2 or len(x) < 4 * n or n >= 2**29:
         return np.searchsorted(u, x)
     bits = (2 * n).bit_length()  # at least 2n slots: load at most 1/2
     shift = np.uint64(64 - bits)
