@@ -58,48 +58,6 @@ def find_sorted(haystack: np.ndarray, needles: np.ndarray) -> tuple[np.ndarray, 
     return pos, haystack[pos] == needles
 
 
-#: :func:`positions_of` probes at most this far from a key's home slot, else it searches
-MAX_PROBE = 32
-
-
-def positions_of(u: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """(len(x),) position of each ``x`` in the sorted distinct uint64 ``u``; every ``x`` must be
-    in ``u`` (``np.searchsorted(u, x)``, the same values; int32 from the table, 4 bytes a key).
-
-    For hash-like keys an open-addressing table does it with a few gathers instead of a binary
-    search per key (pyramid match's D&D blocks, 14 M keys: 0.44 of ``searchsorted``'s time,
-    ``benchmarks/bench_pyramid_overheads.py``): home slot the key's top bits, linear probing, so
-    the sorted keys fill the table in order and slot = ``max(home_j - j, j ≤ i) + i``. Keys that
-    crowd into few slots (no hashes) would probe far: past :data:`MAX_PROBE` it falls back to
-    ``searchsorted``.
-    """
-    n = len(u)
-    # tiny, or under four lookups a key (the table would cost more), or past int32 slots
-    if n < 2 or len(x) < 4 * n or n >= 2**29:
-        return np.searchsorted(u, x)
-    bits = (2 * n).bit_length()  # at least 2n slots: load at most 1/2
-    shift = np.uint64(64 - bits)
-    home = (u >> shift).astype(np.int64)
-    rank = np.arange(n, dtype=np.int64)
-    slot_of = np.maximum.accumulate(home - rank) + rank
-    if int(np.max(slot_of - home)) > MAX_PROBE:
-        return np.searchsorted(u, x)
-    table = np.full(int(slot_of[-1]) + 1, -1, np.int32)  # below 2**31 slots (n < 2**29)
-    table[slot_of] = rank
-    slot = (x >> shift).astype(np.int32)
-    out = table[slot]
-    todo = np.flatnonzero((out < 0) | (u[np.maximum(out, 0)] != x))
-    for _ in range(MAX_PROBE):
-        if not len(todo):
-            return out
-        slot[todo] += 1
-        out[todo] = table[np.minimum(slot[todo], len(table) - 1)]
-        todo = todo[(out[todo] < 0) | (u[np.maximum(out[todo], 0)] != x[todo])]
-    if len(todo):
-        raise ValueError("positions_of: a key is not in u")
-    return out
-
-
 def stable_order(ids: np.ndarray, n_ids: int) -> np.ndarray:
     """``np.argsort(ids, kind="stable")`` for non-negative integer ids below ``n_ids``, the same
     permutation, by stable sorts of 16-bit digits (least significant first).

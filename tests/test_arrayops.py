@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gramdist.arrayops import MAX_PROBE, mirror_upper, normalize_block, positions_of, stable_order
+from gramdist.arrayops import mirror_upper, normalize_block, stable_order
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (5, 7), (130, 300), (300, 129)])
@@ -98,28 +98,3 @@ def test_run_starts_of_tuples_and_ranks_in_runs():
     assert run_starts(a, b).tolist() == [True, False, True, True, False, True]
     assert rank_in_runs(run_starts(a, b)).tolist() == [0, 1, 0, 0, 1, 0]
     assert run_starts(np.zeros(0), np.zeros(0)).tolist() == [] and rank_in_runs(np.zeros(0, bool)).tolist() == []
-
-
-@pytest.mark.parametrize("kind", ["hashes", "clustered hashes", "small integers", "one key"])
-def test_positions_of_is_searchsorted(kind):
-    rng = np.random.default_rng(7)
-    if kind == "hashes":
-        u = np.unique(rng.integers(0, 2**63, 5_000, dtype=np.uint64) * np.uint64(2) + np.uint64(1))
-    elif kind == "clustered hashes":  # runs of neighbouring home slots: probing, still in the table
-        base = rng.integers(0, 2**63, 300, dtype=np.uint64)
-        u = np.unique(np.concatenate([base + np.uint64(k) * np.uint64(2**40) for k in range(8)]))
-    elif kind == "small integers":  # every key in slot 0's neighbourhood: the searchsorted fallback
-        u = np.arange(0, 3_000, 3, dtype=np.uint64)
-    else:
-        u = np.array([12345], dtype=np.uint64)
-    x = u[rng.integers(0, len(u), 20 * len(u))]
-    np.testing.assert_array_equal(positions_of(u, x), np.searchsorted(u, x))
-
-
-def test_positions_of_refuses_a_key_it_cannot_place():
-    rng = np.random.default_rng(3)
-    u = np.unique(rng.integers(0, 2**64 - 1, 1_000, dtype=np.uint64))
-    x = np.concatenate([u[rng.integers(0, len(u), 10_000)], np.setdiff1d(u + np.uint64(1), u)[:1]])
-    with pytest.raises(ValueError, match="not in u"):
-        positions_of(u, x)
-    assert MAX_PROBE >= 8

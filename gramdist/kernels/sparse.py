@@ -28,15 +28,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from gramdist.arrayops import (
-    find_sorted,
-    group_offsets,
-    positions_of,
-    ranges,
-    run_starts,
-    stable_order,
-    unique_sorted,
-)
+from gramdist.arrayops import find_sorted, group_offsets, ranges, run_starts, stable_order, unique_sorted
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState
 
@@ -130,8 +122,8 @@ class SparseFeatures(DerivedCache):
         gather, not a binary search of its own; int32, 4 bytes per entry, where it fits)."""
         if "key_positions" not in self._cache:
             u = self._sorted_keys()
-            pos = positions_of(u, self.keys)
-            self._cache["key_positions"] = pos.astype(np.int32, copy=False) if len(u) < 2**31 else pos
+            pos = np.searchsorted(u, self.keys)
+            self._cache["key_positions"] = pos.astype(np.int32) if len(u) < 2**31 else pos
         return self._cache["key_positions"]
 
     def _mostly_frequent(self) -> bool:
