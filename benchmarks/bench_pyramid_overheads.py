@@ -117,7 +117,7 @@ def main() -> None:
     args = parser.parse_args()
     g = load_dataset("DD")
     big = np.flatnonzero(g.nodes_per_graph > DENSE_MAX)
-    mats = [(g[int(i)].adjacency().tocsr(),) for i in big]
+    mats = [(g[int(i)].adjacency(),) for i in big]
     kernel = PyramidMatchKernel()
     with threadpool_limits(1):
         blocks = [kernel.features(g[i:i + 256]) for i in range(0, len(g), 256)]

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from gramdist.evaluation.tasks import accuracy_spreads
+from gramdist.evaluation.tasks import accuracy_spreads, nan_as_none
 
 _NAME = re.compile(r"fold-r(\d+)-f(\d+)-[0-9a-f]+\.json$")
 
@@ -50,8 +50,7 @@ def summary(folds: dict[tuple[int, int], dict[str, Any]], n_folds: int) -> dict[
     out: dict[str, Any] = {"folds_kept": len(folds), "complete_repeats": len(complete)}
     if complete:
         acc = np.array([[folds[(r, f)]["accuracy"] for f in range(n_folds)] for r in complete])
-        # undefined spreads (one repeat) as None: --json prints strict JSON, not NaN
-        out.update({k: (v if v == v else None) for k, v in accuracy_spreads(acc).items()})
+        out.update(accuracy_spreads(acc))
         out["repeat_means"] = [round(float(m), 2) for m in acc.mean(axis=1) * 100]
     kept = list(folds.values())
     seconds = np.array([res["seconds"] for res in kept if "seconds" in res])
@@ -75,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"fold_summary: error: {args.folder}: no saved folds (fold-rRR-fFF-<key>.json)")
     s = summary(folds, args.folds)
     if args.json:
-        print(json.dumps(s, indent=1))
+        print(json.dumps(nan_as_none(s), indent=1))  # strict JSON: an undefined spread is null
         return
     print(f"{args.folder}: {s['folds_kept']} folds kept, {s['complete_repeats']} complete repeat{'' if s['complete_repeats'] == 1 else 's'}")
     if s["complete_repeats"] == 1:  # no spread over repeats from one repeat

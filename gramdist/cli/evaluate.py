@@ -200,7 +200,9 @@ def _report(args: argparse.Namespace, proto: Any, result: dict[str, Any]) -> Non
         extra = {k: result[k] for k in ("refit", "resumed_folds", "fold_seconds", "weights_chosen", "weight_grid",
                                         "learner") if k in result}
         protocol = {} if regression else {"protocol": proto.name, "spread": spread, "spread_kind": spread_name}
-        print(json.dumps(_finite(task | {k: result[k] for k in keys} | extra | protocol
+        from gramdist.evaluation.tasks import nan_as_none  # loaded by the evaluation already
+
+        print(json.dumps(nan_as_none(task | {k: result[k] for k in keys} | extra | protocol
                                  | {"stores": result["stores"], "selections": result["selections"]})))
         return
     outer = (f"{result['repeats']} x {result['folds']}-fold" if result["test_size"] is None
@@ -321,14 +323,3 @@ def _feature_stores(paths: list[str]) -> bool:
     if len(kinds) > 1:
         raise JobError("evaluate takes Gram stores or feature stores, not both at once")
     return kinds == {True}
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with NaN floats as None, so that the printed line is strict JSON."""
-    if isinstance(value, float):
-        return None if value != value else value
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value

@@ -112,6 +112,18 @@ def accuracy_spreads(acc: np.ndarray) -> dict[str, float]:
     }
 
 
+def nan_as_none(value: Any) -> Any:
+    """``value`` (nested dicts, lists, floats) with NaN floats as None: strict JSON, where an
+    undefined spread (one repeat) is ``null``, not ``NaN``."""
+    if isinstance(value, float):
+        return None if value != value else value
+    if isinstance(value, dict):
+        return {k: nan_as_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [nan_as_none(v) for v in value]
+    return value
+
+
 def _codes(y: np.ndarray) -> np.ndarray:
     """(n,) int codes 0..k-1 of the (n,) labels ``y``."""
     return np.unique(y, return_inverse=True)[1]
