@@ -224,10 +224,10 @@ def test_invalid_parameters_are_named(params, match):
 
 
 def test_attributes_required():
-    from gramdist.errors import InputError
+    from gramdist.errors import JobError
 
     g = random_graphs(3, seed=1)
-    with pytest.raises(InputError, match="node attributes"):
+    with pytest.raises(JobError, match="needs numerical node attributes.*from_networkx"):
         CSMKernel(node_attributes=True).embed(g, None)
 
 

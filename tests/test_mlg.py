@@ -137,7 +137,7 @@ def test_flg_with_attributes_equals_dense_definition() -> None:
         for j in range(12):
             ref = flg_dense(feats[i], dense_laplacian(graphs[i]), feats[j], dense_laplacian(graphs[j]), 0.3, 0.1)
             assert got[i, j] == pytest.approx(ref, rel=1e-9)
-    with pytest.raises(JobError, match="needs node attributes"):
+    with pytest.raises(JobError, match="needs numerical node attributes"):
         FLGKernel(node_features="attributes").fit(random_graphs(3, 0), 0)
 
 

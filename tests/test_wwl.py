@@ -351,7 +351,7 @@ def test_fit_then_embed_new_graphs_gives_the_rows_of_the_full_gram(dataset_dir):
 
 
 def test_continuous_needs_attributes(mutag):
-    with pytest.raises(JobError, match="needs node attributes"):
+    with pytest.raises(JobError, match="needs numerical node attributes"):
         WWLKernel(node_features="continuous").fit(mutag, 0)
     enz_state = WWLKernel(node_features="continuous", psd_check=0).fit(
         random_graphs(3, 0, attrs=2), 0)

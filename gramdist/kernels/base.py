@@ -284,6 +284,28 @@ def check_param(ok: bool, kernel: str, param: str, message: str) -> None:
         raise JobError(f"kernel {kernel}: parameter {param} {message}")
 
 
+#: where node attributes come from, for every kernel's refusal of graphs without them: a job
+#: file and a Python caller give them in different places, so the hint names both
+NODE_ATTRIBUTES_HINT = ("TU datasets carry them in <name>_node_attributes.txt, which a job's dataset.node_attributes "
+                        "must not set to none; from Python, from_networkx(..., node_attr=...)")
+
+
+def node_attributes(graphs: GraphBatch, kernel: str, need: str = "needs", fitted_dim: int | None = None,
+                    instead: str = "") -> np.ndarray:
+    """The graphs' (N, p) node attributes, or a :class:`JobError` ``kernel <kernel>: <need>
+    numerical node attributes, but the graphs have none (<where they come from>)<instead>``;
+    also when ``fitted_dim`` is given and p differs from it (graphs embedded with another
+    kernel's state)."""
+    x = graphs.node_attrs
+    if x is None or x.shape[1] == 0:
+        raise JobError(f"kernel {kernel}: {need} numerical node attributes, but the graphs have none "
+                       f"({NODE_ATTRIBUTES_HINT}){instead}")
+    if fitted_dim is not None and x.shape[1] != fitted_dim:
+        raise JobError(f"kernel {kernel}: these graphs have {x.shape[1]} node attributes, "
+                       f"the kernel was fitted with {fitted_dim}")
+    return x
+
+
 def as_jsonable(value: Any) -> Any:
     """Convert NumPy scalars/arrays inside ``value`` into plain Python for JSON."""
     if isinstance(value, dict):

@@ -70,9 +70,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from gramdist.arrayops import group_offsets, stable_order
-from gramdist.errors import InputError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param
+from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param, node_attributes
 from gramdist.kernels.hashing import tag
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 from gramdist.kernels.subgraphs import EdgeLabels, connected_sets, labelled_forms, tables
@@ -243,8 +242,7 @@ class CSMKernel(GraphKernel):
 
     # ------------------------------------------------------------ attributes
     def _embed_attributed(self, graphs: GraphBatch) -> CSMCopies:
-        if graphs.node_attrs is None:
-            raise InputError(f"kernel {self.name}: node_attributes is true but the graphs have no node attributes")
+        node_attributes(graphs, self.name, "node_attributes=True needs")
         labels, edge_labels = self._labels(graphs)
         k = self.k
         first = (graphs.node_offsets[:-1] - graphs.node_offsets[0])

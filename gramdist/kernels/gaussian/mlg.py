@@ -88,7 +88,7 @@ import scipy.sparse as sp
 from gramdist.arrayops import ranges, unique_rows
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import GraphKernel, KernelState, check_param, node_attributes
 from gramdist.kernels.gaussian.bhattacharyya import (
     GaussianEmbedding,
     bhattacharyya,
@@ -420,11 +420,9 @@ class _LaplacianKernel(GraphKernel):
             labels = graphs.node_labels if graphs.node_labels is not None else np.zeros(graphs.n_nodes, np.int64)
             arrays["base.labels"] = np.unique(labels)
         if self.node_features in ("attributes", "both"):
-            if graphs.node_attrs is None or graphs.node_attrs.shape[1] == 0:
-                raise JobError(f"kernel {self.name}: node_features={self.node_features!r} needs node attributes, "
-                               "but the dataset has none (check dataset.node_attributes)")
-            mean = graphs.node_attrs.mean(axis=0) if graphs.n_nodes else np.zeros(graphs.node_attrs.shape[1])
-            std = graphs.node_attrs.std(axis=0) if graphs.n_nodes else np.ones(graphs.node_attrs.shape[1])
+            x = node_attributes(graphs, self.name, f"node_features={self.node_features!r} needs")
+            mean = x.mean(axis=0) if graphs.n_nodes else np.zeros(x.shape[1])
+            std = x.std(axis=0) if graphs.n_nodes else np.ones(x.shape[1])
             arrays["base.attr_mean"] = mean
             arrays["base.attr_scale"] = np.where(std > 0, std, 1.0)
         if self.base_rank is not None:

@@ -72,10 +72,9 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import shortest_path
 
 from gramdist.arrayops import group_offsets, ranges
-from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import distance_rows, local_adjacency, local_codes
-from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param
+from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param, node_attributes
 from gramdist.kernels.hashing import combine, tag
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 
@@ -349,14 +348,9 @@ class GraphHopperKernel(GraphKernel):
         return KernelState(arrays={}, attrs=attrs)
 
     def _attrs(self, graphs: GraphBatch, state: KernelState | None = None) -> np.ndarray:
-        if graphs.node_attrs is None or graphs.node_attrs.shape[1] == 0:
-            raise JobError(f"kernel {self.name}: attributes={self.attributes!r} needs numerical node attributes, "
-                           "but the graphs have none (check dataset.node_attributes)")
         p = None if state is None else state.attrs.get("n_attributes")
-        if p is not None and graphs.node_attrs.shape[1] != p:
-            raise JobError(f"kernel {self.name}: these graphs have {graphs.node_attrs.shape[1]} node attributes, "
-                           f"the kernel was fitted with {p}")
-        return np.ascontiguousarray(graphs.node_attrs, dtype=np.float64)
+        x = node_attributes(graphs, self.name, f"attributes={self.attributes!r} needs", fitted_dim=p)
+        return np.ascontiguousarray(x, dtype=np.float64)
 
     def _labels(self, graphs: GraphBatch) -> np.ndarray:
         if self.with_labels and graphs.node_labels is not None:

@@ -57,16 +57,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import labelled_distance_counts
-from gramdist.kernels.base import KernelState, check_param
+from gramdist.kernels.base import KernelState, check_param, node_attributes
 from gramdist.kernels.hashing import combine, tag
 from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 
 TAG_HGK_WL = tag("hgk.wl")
 TAG_HGK_SP = tag("hgk.sp")
+_LABELS_ONLY = "; for labels only, use wl or sp"
 
 
 def _is_int(x: object) -> bool:
@@ -100,10 +100,7 @@ class _HashGraphKernel(SparseFeatureKernel):
         check_param(isinstance(self.with_labels, bool), n, "with_labels", f"must be true or false, got {self.with_labels!r}")
 
     def _attrs(self, graphs: GraphBatch) -> np.ndarray:
-        if graphs.node_attrs is None or graphs.node_attrs.shape[1] == 0:
-            raise JobError(f"kernel {self.name} hashes numerical node attributes, but the graphs have none "
-                           "(check dataset.node_attributes; for labels only use wl or sp)")
-        return graphs.node_attrs
+        return node_attributes(graphs, self.name, "hashes", instead=_LABELS_ONLY)
 
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
         x = self._attrs(graphs)
@@ -122,11 +119,8 @@ class _HashGraphKernel(SparseFeatureKernel):
 
     def hashed_labels(self, graphs: GraphBatch, state: KernelState) -> list[np.ndarray]:
         """(N,) int64 node labels of each iteration: ``floor((<r_i, x> + b_i) / w)`` (with the label)."""
-        x = self._attrs(graphs)
         proj = state.arrays["projections"]
-        if x.shape[1] != proj.shape[1]:
-            raise JobError(f"kernel {self.name}: these graphs have {x.shape[1]} node attributes, "
-                           f"the kernel was fitted with {proj.shape[1]}")
+        x = node_attributes(graphs, self.name, "hashes", fitted_dim=proj.shape[1], instead=_LABELS_ONLY)
         if "attr_mean" in state.arrays:
             x = (x - state.arrays["attr_mean"]) / state.arrays["attr_scale"]
         w = float(self.bin_width)

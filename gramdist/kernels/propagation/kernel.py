@@ -101,9 +101,8 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_param
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_param, node_attributes
 from gramdist.kernels.hashing import as_u64, combine, mix, tag
 from gramdist.kernels.propagation.random import cauchy, normal, uniform
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
@@ -333,14 +332,7 @@ class PropagationAttrKernel(SparseFeatureKernel):
                     f"must be a finite number > 0, got {self.label_w!r}")
 
     def _attrs(self, graphs: GraphBatch, dim: int | None = None) -> np.ndarray:
-        x = graphs.node_attrs
-        if x is None or x.shape[1] == 0:
-            raise JobError(f"kernel {self.name} needs numerical node attributes, but these graphs have none "
-                           "(check dataset.node_attributes)")
-        if dim is not None and x.shape[1] != dim:
-            raise JobError(f"kernel {self.name}: these graphs have {x.shape[1]} node attributes, "
-                           f"the kernel was fitted with {dim}")
-        return x
+        return node_attributes(graphs, self.name, fitted_dim=dim)
 
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
         x = self._attrs(graphs)

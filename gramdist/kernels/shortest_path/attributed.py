@@ -67,23 +67,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from gramdist.arrayops import group_offsets
-from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import count_codes, local_codes, pair_pieces
-from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param
+from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param, node_attributes
 from gramdist.kernels.hashing import combine, tag
 from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 
 TAG_ATTR = tag("sp_attr.linear")
 TAG_ATTR_WL = tag("sp_attr.linear.wl")
-
-
-def _attrs(graphs: GraphBatch, name: str) -> np.ndarray:
-    if graphs.node_attrs is None or graphs.node_attrs.shape[1] == 0:
-        raise JobError(f"kernel {name} needs numerical node attributes, but the graphs have none "
-                       "(check dataset.node_attributes)")
-    return graphs.node_attrs
 
 
 def _segment_sums(values: np.ndarray, indptr: np.ndarray) -> np.ndarray:
@@ -205,7 +197,7 @@ class ShortestPathAttrKernel(GraphKernel):
 
     # ------------------------------------------------------------ state
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
-        x = _attrs(graphs, self.name)
+        x = node_attributes(graphs, self.name)
         arrays: dict[str, np.ndarray] = {}
         if self.standardize:
             mean = x.mean(axis=0) if len(x) else np.zeros(x.shape[1])
@@ -215,11 +207,7 @@ class ShortestPathAttrKernel(GraphKernel):
         return KernelState(arrays=arrays, attrs={"fit_graphs": len(graphs), "n_attributes": int(x.shape[1])})
 
     def _prepared(self, graphs: GraphBatch, state: KernelState) -> tuple[np.ndarray, np.ndarray]:
-        x = _attrs(graphs, self.name)
-        p = state.attrs.get("n_attributes")
-        if p is not None and x.shape[1] != p:
-            raise JobError(f"kernel {self.name}: these graphs have {x.shape[1]} node attributes, "
-                           f"the kernel was fitted with {p}")
+        x = node_attributes(graphs, self.name, fitted_dim=state.attrs.get("n_attributes"))
         if "attr_mean" in state.arrays:
             x = (x - state.arrays["attr_mean"]) / state.arrays["attr_scale"]
         x = np.ascontiguousarray(x, dtype=np.float64)

@@ -77,7 +77,7 @@ import numpy as np
 
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import GraphKernel, KernelState, check_param, node_attributes
 from gramdist.kernels.wwl.embeddings import NodeSets, categorical_embedding, continuous_embedding
 from gramdist.kernels.wwl.transport import transport_distances, tree_distances
 
@@ -171,10 +171,7 @@ class WWLKernel(GraphKernel):
         arrays: dict[str, np.ndarray] = {}
         if mode == "continuous":
             _require_pot()
-            if not has_attrs:
-                raise JobError(f"kernel {self.name}: node_features='continuous' needs node attributes, but the "
-                               "dataset has none (check dataset.node_attributes)")
-            x = graphs.node_attrs
+            x = node_attributes(graphs, self.name, "node_features='continuous' needs")
             d = x.shape[1]
             if self.standardize and graphs.n_nodes:
                 mean, std = x.mean(axis=0), x.std(axis=0)
