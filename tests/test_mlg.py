@@ -139,6 +139,11 @@ def test_flg_with_attributes_equals_dense_definition() -> None:
             assert got[i, j] == pytest.approx(ref, rel=1e-9)
     with pytest.raises(JobError, match="needs numerical node attributes"):
         FLGKernel(node_features="attributes").fit(random_graphs(3, 0), 0)
+    # graphs embedded with the state must carry the width it was fitted with
+    with pytest.raises(JobError, match="node_features='both' needs numerical node attributes, but the graphs have"):
+        kern.embed(random_graphs(3, 0), state)
+    with pytest.raises(JobError, match="these graphs have 3 node attributes, the kernel was fitted with 2"):
+        kern.embed(random_graphs(3, 0, attrs=3), state)
 
 
 def test_kernelized_form_equals_explicit_form(mutag) -> None:

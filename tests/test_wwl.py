@@ -355,8 +355,11 @@ def test_continuous_needs_attributes(mutag):
         WWLKernel(node_features="continuous").fit(mutag, 0)
     enz_state = WWLKernel(node_features="continuous", psd_check=0).fit(
         random_graphs(3, 0, attrs=2), 0)
-    with pytest.raises(JobError, match="lack the 2 node attributes"):
+    with pytest.raises(JobError, match="node_features='continuous' needs numerical node attributes, but the "
+                       "graphs have none"):
         WWLKernel(node_features="continuous").embed(mutag[:2], enz_state)
+    with pytest.raises(JobError, match="these graphs have 3 node attributes, the kernel was fitted with 2"):
+        WWLKernel(node_features="continuous").embed(random_graphs(3, 1, attrs=3), enz_state)
 
 
 @pytest.mark.parametrize("params", [{"h": -1}, {"gamma": 0}, {"node_features": "labels"}, {"categorical_solver": "lp"},

@@ -443,11 +443,8 @@ class _LaplacianKernel(GraphKernel):
             onehot[np.flatnonzero(known), idx[known]] = 1.0
             parts.append(onehot)
         if "base.attr_mean" in arrays:
-            if graphs.node_attrs is None or graphs.node_attrs.shape[1] != len(arrays["base.attr_mean"]):
-                raise JobError(f"kernel {self.name}: these graphs lack the {len(arrays['base.attr_mean'])} node "
-                               "attributes the kernel was fitted with")
-            parts.append((graphs.node_attrs - arrays["base.attr_mean"]) / arrays["base.attr_scale"]
-                         * float(self.attr_weight))
+            x = node_attributes(graphs, self.name, f"node_features={self.node_features!r} needs", fitted_dim=len(arrays["base.attr_mean"]))
+            parts.append((x - arrays["base.attr_mean"]) / arrays["base.attr_scale"] * float(self.attr_weight))
         return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
 
     def _base_features(self, graphs: GraphBatch, arrays: dict[str, np.ndarray]) -> np.ndarray:

@@ -193,9 +193,7 @@ class WWLKernel(GraphKernel):
         if state.attrs["mode"] == "categorical":
             return categorical_embedding(graphs, self.h)
         mean = state.arrays["attr_mean"]
-        if graphs.node_attrs is None or graphs.node_attrs.shape[1] != len(mean):
-            raise JobError(f"kernel {self.name}: these graphs lack the {len(mean)} node attributes the kernel "
-                           "was fitted with")
+        node_attributes(graphs, self.name, "node_features='continuous' needs", fitted_dim=len(mean))
         return continuous_embedding(graphs, self.h, mean, state.arrays["attr_scale"])
 
     def distances(self, a: NodeSets, b: NodeSets, state: KernelState) -> np.ndarray:
