@@ -415,12 +415,16 @@ class _LaplacianKernel(GraphKernel):
                     f"must be an integer >= 2, got {self.n_samples!r}")
 
     # ------------------------------------------------------------ base features
+    def _attributes(self, graphs: GraphBatch, fitted_dim: int | None = None) -> np.ndarray:
+        """The (N, p) node attributes, refused in one wording at fit and at embed."""
+        return node_attributes(graphs, self.name, f"node_features={self.node_features!r} needs", fitted_dim)
+
     def _fit_base(self, graphs: GraphBatch, rng: np.random.Generator, arrays: dict[str, np.ndarray]) -> None:
         if self.node_features in ("labels", "both"):
             labels = graphs.node_labels if graphs.node_labels is not None else np.zeros(graphs.n_nodes, np.int64)
             arrays["base.labels"] = np.unique(labels)
         if self.node_features in ("attributes", "both"):
-            x = node_attributes(graphs, self.name, f"node_features={self.node_features!r} needs")
+            x = self._attributes(graphs)
             mean = x.mean(axis=0) if graphs.n_nodes else np.zeros(x.shape[1])
             std = x.std(axis=0) if graphs.n_nodes else np.ones(x.shape[1])
             arrays["base.attr_mean"] = mean
@@ -443,7 +447,7 @@ class _LaplacianKernel(GraphKernel):
             onehot[np.flatnonzero(known), idx[known]] = 1.0
             parts.append(onehot)
         if "base.attr_mean" in arrays:
-            x = node_attributes(graphs, self.name, f"node_features={self.node_features!r} needs", fitted_dim=len(arrays["base.attr_mean"]))
+            x = self._attributes(graphs, fitted_dim=len(arrays["base.attr_mean"]))
             parts.append((x - arrays["base.attr_mean"]) / arrays["base.attr_scale"] * float(self.attr_weight))
         return np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
 

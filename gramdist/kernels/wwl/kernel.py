@@ -171,7 +171,7 @@ class WWLKernel(GraphKernel):
         arrays: dict[str, np.ndarray] = {}
         if mode == "continuous":
             _require_pot()
-            x = node_attributes(graphs, self.name, "node_features='continuous' needs")
+            x = self._attributes(graphs)
             d = x.shape[1]
             if self.standardize and graphs.n_nodes:
                 mean, std = x.mean(axis=0), x.std(axis=0)
@@ -193,8 +193,12 @@ class WWLKernel(GraphKernel):
         if state.attrs["mode"] == "categorical":
             return categorical_embedding(graphs, self.h)
         mean = state.arrays["attr_mean"]
-        node_attributes(graphs, self.name, "node_features='continuous' needs", fitted_dim=len(mean))
+        self._attributes(graphs, fitted_dim=len(mean))
         return continuous_embedding(graphs, self.h, mean, state.arrays["attr_scale"])
+
+    def _attributes(self, graphs: GraphBatch, fitted_dim: int | None = None) -> np.ndarray:
+        """The (N, p) node attributes, refused in one wording at fit and at embed."""
+        return node_attributes(graphs, self.name, "node_features='continuous' needs", fitted_dim)
 
     def distances(self, a: NodeSets, b: NodeSets, state: KernelState) -> np.ndarray:
         """(len(a), len(b)) Wasserstein distances D_W between embedded graphs."""
