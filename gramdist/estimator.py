@@ -21,7 +21,7 @@ from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel
+from gramdist.kernels.base import GraphKernel, python_numbers
 
 __all__ = ["GramTransformer", "compute_gram"]
 
@@ -96,7 +96,7 @@ class GraphTransformerBase(TransformerMixin, BaseEstimator):
             if self.kernel_params:
                 raise ValueError("kernel_params apply to a kernel given by name; set the parameters "
                                  f"on the instance instead ({self.kernel!r})")
-            kernel = type(self.kernel)(**self.kernel.get_params())
+            kernel = type(self.kernel)(**python_numbers(self.kernel.get_params()))
             kernel.validate()
             return kernel
         if not isinstance(self.kernel, str):

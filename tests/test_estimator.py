@@ -17,7 +17,7 @@ import gramdist
 from gramdist import GramTransformer, compute_gram
 from gramdist.datasets import make_synthetic
 from gramdist.engine.runner import run_job
-from gramdist.engine.store import open_gram, verify
+from gramdist.engine.store import GramStore, open_gram, verify
 from gramdist.jobs import validate_job
 from gramdist.kernels import ODDSTKernel, PowerKernel, WLSubtreeKernel
 from gramdist.kernels.sparse import dot
@@ -361,6 +361,40 @@ def test_every_kernel_clones_as_a_nested_estimator():
         copy = clone(GramTransformer(kernel))
         assert copy.kernel is not kernel and copy.kernel.get_params() == kernel.get_params(), name
         assert f"kernel__{kernel.param_names()[0]}" in copy.get_params(deep=True), name
+
+
+def test_every_kernel_takes_numpy_numbers_for_its_numeric_parameters(tmp_path):
+    """A parameter picked from a NumPy grid (``np.int64(3)``, ``np.float32(0.5)``) is the number it
+    holds: every kernel accepts it wherever it accepts the Python number, refuses a bool for an
+    integer as before, and computes the same Gram with it."""
+    import inspect
+
+    from gramdist.kernels import KERNELS, kernel_class, make_kernel
+
+    checked = 0
+    for name in KERNELS:
+        for p in inspect.signature(kernel_class(name).__init__).parameters.values():
+            if isinstance(p.default, bool) or not isinstance(p.default, (int, float)):
+                continue
+            value = np.int64(p.default) if isinstance(p.default, int) else np.float32(p.default)
+            make_kernel(name, **{p.name: value})  # raises JobError if refused
+            checked += 1
+    assert checked >= 40
+    with pytest.raises(gramdist.JobError, match="parameter h must be an integer"):
+        make_kernel("wl", h=True)
+    graphs = gramdist.datasets.load_dataset("MUTAG")[:12]
+    for name, param, value in (("wl", "h", 3), ("pyramid_match", "L", 3), ("nh", "bits", 32)):
+        plain = GramTransformer(kernel=name, kernel_params={param: value}).fit_transform(graphs)
+        numpy = GramTransformer(kernel=name, kernel_params={param: np.int64(value)}).fit_transform(graphs)
+        np.testing.assert_array_equal(numpy, plain, err_msg=name)
+        instance = GramTransformer(kernel_class(name)(**{param: np.int64(value)})).fit(graphs)
+        np.testing.assert_array_equal(instance.transform(graphs), plain, err_msg=name)
+        assert type(instance.kernel_.get_params()[param]) is int, name  # recorded as plain JSON
+    core = make_kernel("core", base={"name": "wl", "h": np.int64(2)})
+    assert type(core.get_params()["base"]["h"]) is int
+    store = tmp_path / "h3.zarr"
+    GramTransformer(kernel="wl", kernel_params={"h": np.int64(3)}, store=str(store)).fit_transform(graphs)
+    assert GramStore.open(store).kernel == {"name": "wl", "params": {"h": 3}}
 
 
 def test_later_params_are_the_defaults_they_were_added_with():

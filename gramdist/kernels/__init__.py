@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 
 from gramdist.errors import JobError
-from gramdist.kernels.base import GraphKernel, KernelState
+from gramdist.kernels.base import GraphKernel, KernelState, python_numbers
 
 #: classes of kept embeddings that moved since a store recorded them: old dotted name -> new one
 #: (0.2.0 stores name ``SparseFeatures`` under ``kernels/features/``; it lives in ``kernels/sparse.py``)
@@ -82,13 +82,14 @@ def kernel_class(name: str) -> type[GraphKernel]:
 
 
 def make_kernel(name: str, **params: object) -> GraphKernel:
-    """Instantiate kernel ``name`` with job parameters, rejecting unknown ones by name."""
+    """Instantiate kernel ``name`` with job parameters, rejecting unknown ones by name (NumPy
+    numbers become Python ones: :func:`~gramdist.kernels.base.python_numbers`)."""
     cls = kernel_class(name)
     allowed = cls.param_names()
     for key in params:
         if key not in allowed:
             raise JobError(f"kernel {name}: unknown parameter {key!r}; allowed: {', '.join(allowed)}")
-    kernel = cls(**params)
+    kernel = cls(**python_numbers(params))
     kernel.validate()
     return kernel
 

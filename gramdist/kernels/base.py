@@ -284,6 +284,32 @@ def check_param(ok: bool, kernel: str, param: str, message: str) -> None:
         raise JobError(f"kernel {kernel}: parameter {param} {message}")
 
 
+def is_int(value: object) -> bool:
+    """An integer parameter: a Python or NumPy integer (a value picked from a NumPy grid), never a
+    bool (YAML's ``true`` is not 1)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def is_real(value: object) -> bool:
+    """A real-number parameter: a Python or NumPy integer or float, never a bool."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def python_numbers(value: Any) -> Any:
+    """``value`` with every NumPy scalar, inside lists, tuples and dicts too, replaced by the Python
+    number it holds. Kernels are built from parameters passed through this, so one picked from a
+    NumPy grid is recorded as plain JSON (job records, summaries) and computes as its Python twin
+    (NumPy makes ``uint64_array >> np.int64(3)`` an error and ``int32_array * np.int64(3)``
+    int64, where a Python 3 changes neither)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: python_numbers(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(python_numbers(v) for v in value)
+    return value
+
+
 #: where node attributes come from, for every kernel's refusal of graphs without them: a job
 #: file and a Python caller give them in different places, so the hint names both
 NODE_ATTRIBUTES_HINT = ("TU datasets carry them in <name>_node_attributes.txt, which a job's dataset.node_attributes "

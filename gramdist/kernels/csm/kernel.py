@@ -71,7 +71,15 @@ import scipy.sparse as sp
 
 from gramdist.arrayops import group_offsets, stable_order
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param, node_attributes
+from gramdist.kernels.base import (
+    DerivedCache,
+    GraphKernel,
+    KernelState,
+    check_param,
+    is_int,
+    is_real,
+    node_attributes,
+)
 from gramdist.kernels.hashing import tag
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 from gramdist.kernels.subgraphs import EdgeLabels, connected_sets, labelled_forms, tables
@@ -162,18 +170,17 @@ class CSMKernel(GraphKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(isinstance(self.k, int) and not isinstance(self.k, bool) and 1 <= self.k <= MAX_K,
+        check_param(is_int(self.k) and 1 <= self.k <= MAX_K,
                     n, "k", f"must be an integer in 1..{MAX_K}, got {self.k!r}")
         if self.weights is not None:
             ok = (isinstance(self.weights, (list, tuple)) and len(self.weights) == self.k
-                  and all(isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0
+                  and all(is_real(w) and w >= 0
                           and np.isfinite(w) for w in self.weights))
             check_param(ok, n, "weights", f"must be a list of {self.k} non-negative numbers "
                         f"(lambda for sizes 1..k) or null, got {self.weights!r}")
         for p in ("use_labels", "use_edge_labels", "node_attributes"):
             check_param(isinstance(getattr(self, p), bool), n, p, f"must be true or false, got {getattr(self, p)!r}")
-        check_param(isinstance(self.gamma, (int, float)) and not isinstance(self.gamma, bool)
-                    and self.gamma > 0 and np.isfinite(self.gamma), n, "gamma",
+        check_param(is_real(self.gamma) and self.gamma > 0 and np.isfinite(self.gamma), n, "gamma",
                     f"must be a positive number, got {self.gamma!r}")
 
     def size_weights(self) -> np.ndarray:

@@ -41,14 +41,13 @@ Choices where the paper is silent (each tested in ``tests/test_dm.py``):
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
 from gramdist.errors import DatasetError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import POOLED_NODE_WEIGHT, GraphKernel, KernelState, check_param
+from gramdist.kernels.base import POOLED_NODE_WEIGHT, GraphKernel, KernelState, check_param, is_int, is_real
 from gramdist.kernels.dm import descriptors as desc
 from gramdist.kernels.dm.histograms import K_CAP, BinLayout, Histograms, match_tile, self_match
 from gramdist.kernels.dm.pyramid import Pyramid, descend, fit_pyramid
@@ -102,12 +101,8 @@ class DescriptorMatchingKernel(GraphKernel):
         self.fit_threads = fit_threads
 
     def validate(self) -> None:
-        def is_int(v: Any) -> bool:
-            return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
         check_param(is_int(self.h) and self.h >= 0, self.name, "h", "must be an integer >= 0")
-        check_param(isinstance(self.eta, (int, float)) and not isinstance(self.eta, bool)
-                    and 0.0 <= float(self.eta) <= 1.0, self.name, "eta", "must be a number in [0, 1]")
+        check_param(is_real(self.eta) and 0.0 <= float(self.eta) <= 1.0, self.name, "eta", "must be a number in [0, 1]")
         check_param(is_int(self.t) and self.t >= 1, self.name, "t", "must be an integer >= 1")
         check_param(is_int(self.b) and self.b >= 2, self.name, "b", "must be an integer >= 2")
         check_param(self.descriptor_sample is None or (is_int(self.descriptor_sample) and self.descriptor_sample >= 1),

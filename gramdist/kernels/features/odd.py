@@ -44,7 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import check_param
+from gramdist.kernels.base import check_param, is_int, is_real
 from gramdist.kernels.features.nspdk import BLOCK_NODES, _blocks, _coo_keys, distance_patterns
 from gramdist.kernels.hashing import combine, mix, tag
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
@@ -91,10 +91,9 @@ class ODDSTKernel(SparseFeatureKernel):
         self.lam = lam
 
     def validate(self) -> None:
-        check_param(isinstance(self.h, int) and not isinstance(self.h, bool) and 0 <= self.h <= 10,
+        check_param(is_int(self.h) and 0 <= self.h <= 10,
                     self.name, "h", f"must be an integer in 0..10, got {self.h!r}")
-        check_param(isinstance(self.lam, (int, float)) and not isinstance(self.lam, bool)
-                    and float(self.lam) > 0 and np.isfinite(self.lam),
+        check_param(is_real(self.lam) and float(self.lam) > 0 and np.isfinite(self.lam),
                     self.name, "lam", f"must be a positive number, got {self.lam!r}")
 
     # ------------------------------------------------------------ features

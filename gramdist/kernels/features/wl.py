@@ -38,7 +38,7 @@ import numpy as np
 
 from gramdist.arrayops import unique_sorted
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_param
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_param, is_int
 from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 
@@ -66,7 +66,7 @@ class WLSubtreeKernel(SparseFeatureKernel):
         self.h = h
 
     def validate(self) -> None:
-        check_param(isinstance(self.h, int) and not isinstance(self.h, bool) and 0 <= self.h <= 100,
+        check_param(is_int(self.h) and 0 <= self.h <= 100,
                     self.name, "h", f"must be an integer in 0..100, got {self.h!r}")
 
     def features(self, graphs: GraphBatch) -> SparseFeatures:

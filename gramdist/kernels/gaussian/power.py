@@ -47,7 +47,7 @@ import scipy.sparse as sp
 
 from gramdist.arrayops import unique_rows
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import LINEAR_NODE_WEIGHT, GraphKernel, KernelState, check_param
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, GraphKernel, KernelState, check_param, is_int, is_real
 from gramdist.kernels.gaussian.bhattacharyya import (
     GaussianEmbedding,
     bhattacharyya,
@@ -135,12 +135,11 @@ class PowerKernel(GraphKernel):
         self.ridge = ridge
 
     def validate(self) -> None:
-        check_param(isinstance(self.k, (int, np.integer)) and not isinstance(self.k, bool) and self.k >= 1,
+        check_param(is_int(self.k) and self.k >= 1,
                     self.name, "k", f"must be an integer >= 1, got {self.k!r}")
-        check_param(isinstance(self.k, (int, np.integer)) and self.k <= 32, self.name, "k",
+        check_param(is_int(self.k) and self.k <= 32, self.name, "k",
                     "must be <= 32 (walk counts of longer walks overflow float64)")
-        check_param(isinstance(self.ridge, (int, float)) and not isinstance(self.ridge, bool)
-                    and np.isfinite(self.ridge) and self.ridge > 0,
+        check_param(is_real(self.ridge) and np.isfinite(self.ridge) and self.ridge > 0,
                     self.name, "ridge", f"must be a finite number > 0, got {self.ridge!r}")
 
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:

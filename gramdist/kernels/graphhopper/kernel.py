@@ -74,7 +74,14 @@ from scipy.sparse.csgraph import shortest_path
 from gramdist.arrayops import group_offsets, ranges
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import distance_rows, local_adjacency, local_codes
-from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param, node_attributes
+from gramdist.kernels.base import (
+    DerivedCache,
+    GraphKernel,
+    KernelState,
+    check_param,
+    is_real,
+    node_attributes,
+)
 from gramdist.kernels.hashing import combine, tag
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
 
@@ -337,8 +344,7 @@ class GraphHopperKernel(GraphKernel):
         check_param(isinstance(self.with_labels, bool), n, "with_labels", f"must be true or false, got {self.with_labels!r}")
         check_param(self.attributes in ("none", "linear", "gaussian"), n, "attributes",
                     f"must be none, linear or gaussian, got {self.attributes!r}")
-        check_param(isinstance(self.gamma, (int, float)) and not isinstance(self.gamma, bool)
-                    and np.isfinite(self.gamma) and self.gamma > 0, n, "gamma",
+        check_param(is_real(self.gamma) and np.isfinite(self.gamma) and self.gamma > 0, n, "gamma",
                     f"must be a number > 0, got {self.gamma!r}")
 
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:

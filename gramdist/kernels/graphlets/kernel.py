@@ -95,7 +95,7 @@ import math
 import numpy as np
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_param
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_param, is_int, is_real
 from gramdist.kernels.graphlets.disconnected import all_counts
 from gramdist.kernels.graphlets.labelled3 import labelled_three_node_features
 from gramdist.kernels.hashing import combine, tag
@@ -186,7 +186,7 @@ class GraphletKernel(SparseFeatureKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(isinstance(self.k, int) and not isinstance(self.k, bool) and 3 <= self.k <= 5,
+        check_param(is_int(self.k) and 3 <= self.k <= 5,
                     n, "k", f"must be 3, 4 or 5, got {self.k!r}")
         check_param(self.graphlets in ("connected", "all"), n, "graphlets",
                     f"must be 'connected' or 'all', got {self.graphlets!r}")
@@ -196,11 +196,9 @@ class GraphletKernel(SparseFeatureKernel):
                     f"must be 'frequency' or 'count', got {self.values!r}")
         for p in ("epsilon", "delta"):
             v = getattr(self, p)
-            check_param(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1, n, p,
+            check_param(is_real(v) and 0 < v < 1, n, p,
                         f"must be a number in (0, 1), got {v!r}")
-        check_param(self.n_samples is None or (isinstance(self.n_samples, int)
-                                               and not isinstance(self.n_samples, bool)
-                                               and self.n_samples >= 1),
+        check_param(self.n_samples is None or (is_int(self.n_samples) and self.n_samples >= 1),
                     n, "n_samples", f"must be a positive integer or null, got {self.n_samples!r}")
         for p in ("use_labels", "use_edge_labels"):
             check_param(isinstance(getattr(self, p), bool), n, p,

@@ -59,7 +59,7 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import labelled_distance_counts
-from gramdist.kernels.base import KernelState, check_param, node_attributes
+from gramdist.kernels.base import KernelState, check_param, is_int, is_real, node_attributes
 from gramdist.kernels.hashing import combine, tag
 from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
@@ -69,12 +69,6 @@ TAG_HGK_SP = tag("hgk.sp")
 _LABELS_ONLY = "; for labels only, use wl or sp"
 
 
-def _is_int(x: object) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-
-
-def _is_real(x: object) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
 class _HashGraphKernel(SparseFeatureKernel):
@@ -92,9 +86,9 @@ class _HashGraphKernel(SparseFeatureKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(_is_int(self.iterations) and 1 <= self.iterations <= 10_000, n, "iterations",
+        check_param(is_int(self.iterations) and 1 <= self.iterations <= 10_000, n, "iterations",
                     f"must be an integer in 1..10000, got {self.iterations!r}")
-        check_param(_is_real(self.bin_width) and np.isfinite(self.bin_width) and self.bin_width > 0, n,
+        check_param(is_real(self.bin_width) and np.isfinite(self.bin_width) and self.bin_width > 0, n,
                     "bin_width", f"must be a number > 0, got {self.bin_width!r}")
         check_param(isinstance(self.standardize, bool), n, "standardize", f"must be true or false, got {self.standardize!r}")
         check_param(isinstance(self.with_labels, bool), n, "with_labels", f"must be true or false, got {self.with_labels!r}")
@@ -181,7 +175,7 @@ class HashWLKernel(_HashGraphKernel):
 
     def validate(self) -> None:
         super().validate()
-        check_param(_is_int(self.h) and 0 <= self.h <= 100, self.name, "h", f"must be an integer in 0..100, got {self.h!r}")
+        check_param(is_int(self.h) and 0 <= self.h <= 100, self.name, "h", f"must be an integer in 0..100, got {self.h!r}")
 
     def base_features(self, graphs: GraphBatch, labels: list[np.ndarray]) -> tuple[np.ndarray, ...]:
         rows, keys = [], []

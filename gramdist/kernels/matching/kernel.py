@@ -82,7 +82,7 @@ from threadpoolctl import threadpool_limits
 
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import GraphKernel, KernelState, check_param, is_int, is_real
 from gramdist.kernels.matching import nca as nca_mod
 from gramdist.kernels.matching.decompositions import (
     LabelEncoding,
@@ -329,9 +329,6 @@ class AdaptiveMatchingKernel(GraphKernel):
     def validate(self) -> None:
         k = self.name
 
-        def is_int(x: Any) -> bool:
-            return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-
         check_param(self.set_distance in SET_DISTANCES, k, "set_distance",
                     f"must be one of {', '.join(SET_DISTANCES)}, got {self.set_distance!r}")
         for pname, val, hi in (("walk_lengths", self.walk_lengths, 40), ("tree_heights", self.tree_heights, 20)):
@@ -342,8 +339,7 @@ class AdaptiveMatchingKernel(GraphKernel):
         check_param(self.nca in ("full", "diag", "none"), k, "nca", f"must be full, diag or none, got {self.nca!r}")
         lam = self.nca_lambda
         lam_list = lam if isinstance(lam, (list, tuple)) else [lam]
-        check_param(lam is None or (len(lam_list) > 0 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                                               and x >= 0 for x in lam_list)),
+        check_param(lam is None or (len(lam_list) > 0 and all(is_real(x) and x >= 0 for x in lam_list)),
                     k, "nca_lambda", f"must be a number >= 0 or a non-empty list of them, got {lam!r}")
         check_param(is_int(self.nca_cv_folds) and self.nca_cv_folds >= 2, k, "nca_cv_folds",
                     f"must be an integer >= 2, got {self.nca_cv_folds!r}")
@@ -357,7 +353,7 @@ class AdaptiveMatchingKernel(GraphKernel):
                     k, "representation_size", f"must be null or an integer >= 2, got {self.representation_size!r}")
         check_param(self.elementary_kernel in ("linear", "rbf"), k, "elementary_kernel",
                     f"must be linear or rbf, got {self.elementary_kernel!r}")
-        check_param(self.gamma is None or (isinstance(self.gamma, (int, float)) and not isinstance(self.gamma, bool)
+        check_param(self.gamma is None or (is_real(self.gamma)
                                            and self.gamma > 0), k, "gamma", f"must be null or > 0, got {self.gamma!r}")
         check_param(self.max_walks_per_node is None or (is_int(self.max_walks_per_node) and self.max_walks_per_node >= 1),
                     k, "max_walks_per_node", f"must be null or an integer >= 1, got {self.max_walks_per_node!r}")

@@ -102,7 +102,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_param, node_attributes
+from gramdist.kernels.base import (
+    LINEAR_NODE_WEIGHT,
+    KernelState,
+    check_param,
+    is_int,
+    is_real,
+    node_attributes,
+)
 from gramdist.kernels.hashing import as_u64, combine, mix, tag
 from gramdist.kernels.propagation.random import cauchy, normal, uniform
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
@@ -179,16 +186,15 @@ class PropagationKernel(SparseFeatureKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(isinstance(self.t_max, int) and not isinstance(self.t_max, bool) and 0 <= self.t_max <= 100,
+        check_param(is_int(self.t_max) and 0 <= self.t_max <= 100,
                     n, "t_max", f"must be an integer in 0..100, got {self.t_max!r}")
-        check_param(isinstance(self.w, (int, float)) and not isinstance(self.w, bool) and math.isfinite(self.w)
+        check_param(is_real(self.w) and math.isfinite(self.w)
                     and self.w > 0, n, "w", f"must be a finite number > 0, got {self.w!r}")
         check_param(self.metric in ("tv", "hellinger"), n, "metric",
                     f"must be 'tv' or 'hellinger', got {self.metric!r}")
         check_param(self.scheme in ("diffusion", "label_propagation"), n, "scheme",
                     f"must be 'diffusion' or 'label_propagation', got {self.scheme!r}")
-        check_param(self.missing_label is None or (isinstance(self.missing_label, int)
-                                                   and not isinstance(self.missing_label, bool)),
+        check_param(self.missing_label is None or is_int(self.missing_label),
                     n, "missing_label", f"must be null or an integer, got {self.missing_label!r}")
 
     # ------------------------------------------------------------ contract
@@ -318,17 +324,16 @@ class PropagationAttrKernel(SparseFeatureKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(isinstance(self.t_max, int) and not isinstance(self.t_max, bool) and 0 <= self.t_max <= 100,
+        check_param(is_int(self.t_max) and 0 <= self.t_max <= 100,
                     n, "t_max", f"must be an integer in 0..100, got {self.t_max!r}")
-        check_param(isinstance(self.w, (int, float)) and not isinstance(self.w, bool) and math.isfinite(self.w)
+        check_param(is_real(self.w) and math.isfinite(self.w)
                     and self.w > 0, n, "w", f"must be a finite number > 0, got {self.w!r}")
         check_param(self.metric in ("l1", "l2"), n, "metric", f"must be 'l1' or 'l2', got {self.metric!r}")
         check_param(self.hashing in ("projection", "per_dimension"), n, "hashing",
                     f"must be 'projection' or 'per_dimension', got {self.hashing!r}")
         check_param(isinstance(self.with_labels, bool), n, "with_labels",
                     f"must be true or false, got {self.with_labels!r}")
-        check_param(isinstance(self.label_w, (int, float)) and not isinstance(self.label_w, bool)
-                    and math.isfinite(self.label_w) and self.label_w > 0, n, "label_w",
+        check_param(is_real(self.label_w) and math.isfinite(self.label_w) and self.label_w > 0, n, "label_w",
                     f"must be a finite number > 0, got {self.label_w!r}")
 
     def _attrs(self, graphs: GraphBatch, dim: int | None = None) -> np.ndarray:

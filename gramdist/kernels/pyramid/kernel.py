@@ -51,7 +51,7 @@ import numpy as np
 
 from gramdist.arrayops import group_offsets, stable_order
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import POOLED_NODE_WEIGHT, KernelState, check_param
+from gramdist.kernels.base import POOLED_NODE_WEIGHT, KernelState, check_param, is_int
 from gramdist.kernels.hashing import combine, mix, tag
 from gramdist.kernels.pyramid.spectral import DENSE_MAX, spectral_embedding
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures, dot, sq_norms
@@ -84,9 +84,6 @@ def _cell_keys(pre: np.ndarray, group: np.ndarray, fine: np.ndarray, L: int) -> 
         rank = idx - np.repeat(start_idx, np.diff(np.append(start_idx, len(pre))))
         yield combine(pre, np.int64(level), b, rank)
 
-
-def _is_int(x: object) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 class PyramidMatchKernel(SparseFeatureKernel):
@@ -122,9 +119,9 @@ class PyramidMatchKernel(SparseFeatureKernel):
         return bool(len(graphs)) and int(np.max(graphs.nodes_per_graph)) > DENSE_MAX
 
     def validate(self) -> None:
-        check_param(_is_int(self.L) and 0 <= self.L <= 20, self.name, "L",
+        check_param(is_int(self.L) and 0 <= self.L <= 20, self.name, "L",
                     f"must be an integer in 0..20, got {self.L!r}")
-        check_param(_is_int(self.d) and 1 <= self.d <= 1000, self.name, "d",
+        check_param(is_int(self.d) and 1 <= self.d <= 1000, self.name, "d",
                     f"must be an integer in 1..1000, got {self.d!r}")
         check_param(isinstance(self.labels, bool), self.name, "labels", f"must be true or false, got {self.labels!r}")
 

@@ -99,7 +99,7 @@ import numpy as np
 
 from gramdist.errors import InputError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param
+from gramdist.kernels.base import GraphKernel, KernelState, check_param, is_int, is_real
 from gramdist.kernels.randomwalk.solvers import (
     Series,
     SpectralEmbedding,
@@ -191,19 +191,18 @@ class RandomWalkKernel(GraphKernel):
     def validate(self) -> None:
         n = self.name
         check_param(self.kind in KINDS, n, "kind", f"must be one of {', '.join(KINDS)}, got {self.kind!r}")
-        check_param(isinstance(self.lam, (int, float)) and not isinstance(self.lam, bool)
-                    and np.isfinite(self.lam) and self.lam > 0, n, "lam",
+        check_param(is_real(self.lam) and np.isfinite(self.lam) and self.lam > 0, n, "lam",
                     f"must be a positive number, got {self.lam!r}")
-        check_param(isinstance(self.p, int) and not isinstance(self.p, bool) and 0 <= self.p <= 100, n, "p",
+        check_param(is_int(self.p) and 0 <= self.p <= 100, n, "p",
                     f"must be an integer in 0..100, got {self.p!r}")
         for q in ("use_labels", "use_edge_labels"):
             check_param(isinstance(getattr(self, q), bool), n, q, f"must be true or false, got {getattr(self, q)!r}")
         check_param(self.solver in SOLVERS, n, "solver", f"must be one of {', '.join(SOLVERS)}, got {self.solver!r}")
         check_param(not (self.solver == "spectral" and self.kind == "p_step"), n, "solver",
                     "'spectral' is for geometric and exponential; p_step uses features or product")
-        check_param(isinstance(self.tol, (int, float)) and not isinstance(self.tol, bool) and 0 < self.tol < 1,
+        check_param(is_real(self.tol) and 0 < self.tol < 1,
                     n, "tol", f"must be a number in (0, 1), got {self.tol!r}")
-        check_param(isinstance(self.max_iter, int) and not isinstance(self.max_iter, bool) and self.max_iter >= 1,
+        check_param(is_int(self.max_iter) and self.max_iter >= 1,
                     n, "max_iter", f"must be a positive integer, got {self.max_iter!r}")
 
     # ------------------------------------------------------------ contract

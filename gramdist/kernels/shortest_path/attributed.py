@@ -69,7 +69,15 @@ import scipy.sparse as sp
 from gramdist.arrayops import group_offsets
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import count_codes, local_codes, pair_pieces
-from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState, check_param, node_attributes
+from gramdist.kernels.base import (
+    DerivedCache,
+    GraphKernel,
+    KernelState,
+    check_param,
+    is_int,
+    is_real,
+    node_attributes,
+)
 from gramdist.kernels.hashing import combine, tag
 from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
@@ -176,17 +184,16 @@ class ShortestPathAttrKernel(GraphKernel):
         n = self.name
         check_param(self.node_kernel in ("gaussian", "linear"), n, "node_kernel",
                     f"must be gaussian or linear, got {self.node_kernel!r}")
-        check_param(isinstance(self.gamma, (int, float)) and not isinstance(self.gamma, bool)
-                    and np.isfinite(self.gamma) and self.gamma > 0, n, "gamma",
+        check_param(is_real(self.gamma) and np.isfinite(self.gamma) and self.gamma > 0, n, "gamma",
                     f"must be a number > 0, got {self.gamma!r}")
         check_param(self.length_kernel in ("delta", "brownian"), n, "length_kernel",
                     f"must be delta or brownian, got {self.length_kernel!r}")
-        check_param(isinstance(self.c, int) and not isinstance(self.c, bool) and 1 <= self.c <= 1000, n, "c",
+        check_param(is_int(self.c) and 1 <= self.c <= 1000, n, "c",
                     f"must be an integer in 1..1000, got {self.c!r}")
         check_param(isinstance(self.with_labels, bool), n, "with_labels", f"must be true or false, got {self.with_labels!r}")
         check_param(isinstance(self.standardize, bool), n, "standardize",
                     f"must be true or false, got {self.standardize!r}")
-        check_param(isinstance(self.h, int) and not isinstance(self.h, bool) and 0 <= self.h <= 20, n, "h",
+        check_param(is_int(self.h) and 0 <= self.h <= 20, n, "h",
                     f"must be an integer in 0..20, got {self.h!r}")
         check_param(self.h == 0 or self.with_labels, n, "h",
                     "refines the discrete labels: it needs with_labels: true")

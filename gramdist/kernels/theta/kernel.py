@@ -79,7 +79,7 @@ from threadpoolctl import threadpool_limits
 
 from gramdist.arrayops import group_offsets, rank_in_runs, run_starts
 from gramdist.graphs import GraphBatch, symmetric_csr
-from gramdist.kernels.base import POOLED_NODE_WEIGHT, GraphKernel, KernelState, check_param
+from gramdist.kernels.base import POOLED_NODE_WEIGHT, GraphKernel, KernelState, check_param, is_int, is_real
 from gramdist.kernels.eigen import smallest_eigenvalues
 from gramdist.kernels.hashing import combine, multiset_sum, tag
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
@@ -102,12 +102,6 @@ _BAND_ELEMENTS = 1 << 22
 _STACK_ENTRIES = 1 << 22
 
 
-def _is_int(x: object) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-
-
-def _is_real(x: object) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
 def samples_per_size(n: int, lo: int, hi: int, n_samples: int) -> dict[int, int]:
@@ -279,16 +273,16 @@ class _ThetaKernel(GraphKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(_is_int(self.n_samples) and 1 <= self.n_samples <= 100_000, n, "n_samples",
+        check_param(is_int(self.n_samples) and 1 <= self.n_samples <= 100_000, n, "n_samples",
                     f"must be an integer in 1..100000, got {self.n_samples!r}")
         ok = (isinstance(self.subset_sizes, (list, tuple)) and len(self.subset_sizes) == 2
-              and all(_is_int(v) for v in self.subset_sizes)
+              and all(is_int(v) for v in self.subset_sizes)
               and 1 <= self.subset_sizes[0] <= self.subset_sizes[1] <= self._max_size)
         check_param(ok, n, "subset_sizes", f"must be [min, max] with 1 <= min <= max <= {self._max_size}, "
                     f"got {self.subset_sizes!r}")
         check_param(self.base_kernel in _BASES, n, "base_kernel",
                     f"must be one of {', '.join(_BASES)}, got {self.base_kernel!r}")
-        check_param(_is_real(self.gamma) and np.isfinite(self.gamma) and self.gamma > 0, n, "gamma",
+        check_param(is_real(self.gamma) and np.isfinite(self.gamma) and self.gamma > 0, n, "gamma",
                     f"must be a finite number > 0, got {self.gamma!r}")
 
     # ------------------------------------------------------------ per graph (subclasses)
@@ -457,9 +451,9 @@ class LovaszThetaKernel(_ThetaKernel):
 
     def validate(self) -> None:
         super().validate()
-        check_param(_is_real(self.sdp_tol) and 0 < self.sdp_tol < 1, self.name, "sdp_tol",
+        check_param(is_real(self.sdp_tol) and 0 < self.sdp_tol < 1, self.name, "sdp_tol",
                     f"must be a number in (0, 1), got {self.sdp_tol!r}")
-        check_param(_is_int(self.max_nodes) and self.max_nodes >= 1, self.name, "max_nodes",
+        check_param(is_int(self.max_nodes) and self.max_nodes >= 1, self.name, "max_nodes",
                     f"must be an integer >= 1, got {self.max_nodes!r}")
         require_cvxopt()
 
@@ -533,7 +527,7 @@ class SvmThetaKernel(_ThetaKernel):
 
     def validate(self) -> None:
         super().validate()
-        check_param(_is_real(self.rho_margin) and 0 < self.rho_margin <= 1, self.name, "rho_margin",
+        check_param(is_real(self.rho_margin) and 0 < self.rho_margin <= 1, self.name, "rho_margin",
                     f"must be a number in (0, 1], got {self.rho_margin!r}")
 
     def alphas(self, n: int, edges: np.ndarray) -> np.ndarray:

@@ -77,7 +77,7 @@ import numpy as np
 
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param, node_attributes
+from gramdist.kernels.base import GraphKernel, KernelState, check_param, is_int, is_real, node_attributes
 from gramdist.kernels.wwl.embeddings import NodeSets, categorical_embedding, continuous_embedding
 from gramdist.kernels.wwl.transport import transport_distances, tree_distances
 
@@ -94,12 +94,6 @@ def smallest_eigenvalue_ratio(k: np.ndarray) -> float:
     return float(w[0] / max(float(np.trace(k)), 1e-300))
 
 
-def _is_int(x: object) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
-
-
-def _is_real(x: object) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
 
 class WWLKernel(GraphKernel):
@@ -143,21 +137,21 @@ class WWLKernel(GraphKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(_is_int(self.h) and 0 <= self.h <= 100, n, "h", f"must be an integer in 0..100, got {self.h!r}")
-        check_param(_is_real(self.gamma) and np.isfinite(self.gamma) and self.gamma > 0, n, "gamma",
+        check_param(is_int(self.h) and 0 <= self.h <= 100, n, "h", f"must be an integer in 0..100, got {self.h!r}")
+        check_param(is_real(self.gamma) and np.isfinite(self.gamma) and self.gamma > 0, n, "gamma",
                     f"must be a finite number > 0, got {self.gamma!r}")
         check_param(self.node_features in _MODES, n, "node_features",
                     f"must be one of {', '.join(_MODES)}, got {self.node_features!r}")
         check_param(self.categorical_solver in _SOLVERS, n, "categorical_solver",
                     f"must be one of {', '.join(_SOLVERS)}, got {self.categorical_solver!r}")
         check_param(isinstance(self.sinkhorn, bool), n, "sinkhorn", f"must be true or false, got {self.sinkhorn!r}")
-        check_param(_is_real(self.sinkhorn_reg) and np.isfinite(self.sinkhorn_reg) and self.sinkhorn_reg > 0, n,
+        check_param(is_real(self.sinkhorn_reg) and np.isfinite(self.sinkhorn_reg) and self.sinkhorn_reg > 0, n,
                     "sinkhorn_reg", f"must be a finite number > 0, got {self.sinkhorn_reg!r}")
-        check_param(_is_int(self.sinkhorn_max_iter) and self.sinkhorn_max_iter >= 1, n, "sinkhorn_max_iter",
+        check_param(is_int(self.sinkhorn_max_iter) and self.sinkhorn_max_iter >= 1, n, "sinkhorn_max_iter",
                     f"must be an integer >= 1, got {self.sinkhorn_max_iter!r}")
         check_param(isinstance(self.standardize, bool), n, "standardize",
                     f"must be true or false, got {self.standardize!r}")
-        check_param(_is_int(self.psd_check) and self.psd_check >= 0, n, "psd_check",
+        check_param(is_int(self.psd_check) and self.psd_check >= 0, n, "psd_check",
                     f"must be an integer >= 0, got {self.psd_check!r}")
         if self.sinkhorn or self.categorical_solver == "emd" or self.node_features == "continuous":
             _require_pot()
