@@ -174,8 +174,7 @@ class CSMKernel(GraphKernel):
                     n, "k", f"must be an integer in 1..{MAX_K}, got {self.k!r}")
         if self.weights is not None:
             ok = (isinstance(self.weights, (list, tuple)) and len(self.weights) == self.k
-                  and all(is_real(w) and w >= 0
-                          and np.isfinite(w) for w in self.weights))
+                  and all(is_real(w) and w >= 0 and np.isfinite(w) for w in self.weights))
             check_param(ok, n, "weights", f"must be a list of {self.k} non-negative numbers "
                         f"(lambda for sizes 1..k) or null, got {self.weights!r}")
         for p in ("use_labels", "use_edge_labels", "node_attributes"):

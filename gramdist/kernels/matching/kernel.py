@@ -353,8 +353,8 @@ class AdaptiveMatchingKernel(GraphKernel):
                     k, "representation_size", f"must be null or an integer >= 2, got {self.representation_size!r}")
         check_param(self.elementary_kernel in ("linear", "rbf"), k, "elementary_kernel",
                     f"must be linear or rbf, got {self.elementary_kernel!r}")
-        check_param(self.gamma is None or (is_real(self.gamma)
-                                           and self.gamma > 0), k, "gamma", f"must be null or > 0, got {self.gamma!r}")
+        check_param(self.gamma is None or (is_real(self.gamma) and self.gamma > 0), k, "gamma",
+                    f"must be null or > 0, got {self.gamma!r}")
         check_param(self.max_walks_per_node is None or (is_int(self.max_walks_per_node) and self.max_walks_per_node >= 1),
                     k, "max_walks_per_node", f"must be null or an integer >= 1, got {self.max_walks_per_node!r}")
         check_param(isinstance(self.normalize_sets, bool), k, "normalize_sets",

@@ -188,8 +188,8 @@ class PropagationKernel(SparseFeatureKernel):
         n = self.name
         check_param(is_int(self.t_max) and 0 <= self.t_max <= 100,
                     n, "t_max", f"must be an integer in 0..100, got {self.t_max!r}")
-        check_param(is_real(self.w) and math.isfinite(self.w)
-                    and self.w > 0, n, "w", f"must be a finite number > 0, got {self.w!r}")
+        check_param(is_real(self.w) and math.isfinite(self.w) and self.w > 0, n, "w",
+                    f"must be a finite number > 0, got {self.w!r}")
         check_param(self.metric in ("tv", "hellinger"), n, "metric",
                     f"must be 'tv' or 'hellinger', got {self.metric!r}")
         check_param(self.scheme in ("diffusion", "label_propagation"), n, "scheme",
@@ -326,8 +326,8 @@ class PropagationAttrKernel(SparseFeatureKernel):
         n = self.name
         check_param(is_int(self.t_max) and 0 <= self.t_max <= 100,
                     n, "t_max", f"must be an integer in 0..100, got {self.t_max!r}")
-        check_param(is_real(self.w) and math.isfinite(self.w)
-                    and self.w > 0, n, "w", f"must be a finite number > 0, got {self.w!r}")
+        check_param(is_real(self.w) and math.isfinite(self.w) and self.w > 0, n, "w",
+                    f"must be a finite number > 0, got {self.w!r}")
         check_param(self.metric in ("l1", "l2"), n, "metric", f"must be 'l1' or 'l2', got {self.metric!r}")
         check_param(self.hashing in ("projection", "per_dimension"), n, "hashing",
                     f"must be 'projection' or 'per_dimension', got {self.hashing!r}")
