@@ -76,6 +76,10 @@ def test_grid_run_and_evaluate_folder(tmp_path, dataset_dir):
     (["run", "jobs/mutag-wl.yaml", "--set", "dataset.name=NOPE_NOT_A_DATASET",
       "--set", "cluster.n_workers=1"], "NOPE_NOT_A_DATASET"),
     (["info", "/nonexistent/store.zarr"], "no such store"),
+    (["run", "jobs/mutag-dm.yaml", "--set", "kernel.t=2.5"],
+     "kernel dm: parameter t must be an integer >= 1, got 2.5"),
+    (["run", "jobs/mutag-graphlet.yaml", "--set", "kernel.k=6"],
+     "kernel graphlet: parameter k must be an integer in 3..5, got 6"),
 ])
 def test_errors_are_one_line_and_exit_2(args, match, tmp_path):
     env = dict(os.environ, GRAMDIST_TU_URL="http://127.0.0.1:9/{name}.zip", GRAMDIST_CACHE=str(tmp_path))

@@ -397,6 +397,37 @@ def test_every_kernel_takes_numpy_numbers_for_its_numeric_parameters(tmp_path):
     assert GramStore.open(store).kernel == {"name": "wl", "params": {"h": 3}}
 
 
+def test_integer_parameters_share_one_check_and_one_message():
+    """``kernels.base.check_int``: bounds inclusive, no upper bound when ``hi`` is None, None only
+    where optional, a bool or a float never an integer, and the message names the kernel, the
+    parameter, the range and the value given."""
+    from gramdist.kernels import make_kernel
+    from gramdist.kernels.base import check_int
+
+    check_int(0, "k", "p", 0, 100)
+    check_int(np.int64(100), "k", "p", 0, 100)
+    check_int(10**9, "k", "p", 1)
+    check_int(None, "k", "p", 1, optional=True)
+    for value, hi, optional, message in (
+        (101, 100, False, "kernel k: parameter p must be an integer in 0..100, got 101"),
+        (-1, None, False, "kernel k: parameter p must be an integer >= 0, got -1"),
+        (True, 100, False, "kernel k: parameter p must be an integer in 0..100, got True"),
+        (2.0, None, True, "kernel k: parameter p must be null or an integer >= 0, got 2.0"),
+        (None, None, False, "kernel k: parameter p must be an integer >= 0, got None"),
+        ("3", 100, False, "kernel k: parameter p must be an integer in 0..100, got '3'"),
+    ):
+        with pytest.raises(gramdist.JobError) as err:
+            check_int(value, "k", "p", 0, hi, optional=optional)
+        assert str(err.value) == message
+    # through the kernels: the same message whichever kernel asks (DM's said no value before)
+    for name, param, value, span in (("dm", "h", -1, ">= 0"), ("wl", "h", 101, "in 0..100"),
+                                     ("dm", "fit_threads", 0, "null or an integer >= 1"),
+                                     ("graphlet", "n_samples", 0, "null or an integer >= 1")):
+        with pytest.raises(gramdist.JobError, match=f"kernel {name}: parameter {param} must be .*{span}, "
+                                                    f"got {value}$"):
+            make_kernel(name, **{param: value})
+
+
 def test_later_params_are_the_defaults_they_were_added_with():
     """Every parameter a kernel declares in ``later_params`` exists, its declared value is its
     constructor default (the kernel from before it), and a kernel at its defaults records none

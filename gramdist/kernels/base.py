@@ -290,6 +290,20 @@ def is_int(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
+def check_int(value: object, kernel: str, param: str, lo: int, hi: int | None = None, *,
+              optional: bool = False) -> None:
+    """Raise a :class:`JobError` unless ``value`` is an integer (:func:`is_int`) in ``lo..hi``
+    (no upper bound when ``hi`` is None); ``optional``: None passes too. One message for every
+    kernel: ``must be [null or ]an integer in lo..hi`` (or ``>= lo``), ``got`` the value."""
+    if optional and value is None:
+        return
+    if is_int(value) and lo <= value and (hi is None or value <= hi):
+        return
+    span = f"in {lo}..{hi}" if hi is not None else f">= {lo}"
+    raise JobError(f"kernel {kernel}: parameter {param} must be {'null or ' if optional else ''}"
+                   f"an integer {span}, got {value!r}")
+
+
 def is_real(value: object) -> bool:
     """A real-number parameter: a Python or NumPy integer or float, never a bool."""
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)

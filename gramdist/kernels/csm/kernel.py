@@ -75,8 +75,8 @@ from gramdist.kernels.base import (
     DerivedCache,
     GraphKernel,
     KernelState,
+    check_int,
     check_param,
-    is_int,
     is_real,
     node_attributes,
 )
@@ -170,8 +170,7 @@ class CSMKernel(GraphKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(is_int(self.k) and 1 <= self.k <= MAX_K,
-                    n, "k", f"must be an integer in 1..{MAX_K}, got {self.k!r}")
+        check_int(self.k, n, "k", 1, MAX_K)
         if self.weights is not None:
             ok = (isinstance(self.weights, (list, tuple)) and len(self.weights) == self.k
                   and all(is_real(w) and w >= 0 and np.isfinite(w) for w in self.weights))

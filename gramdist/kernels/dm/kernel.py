@@ -47,7 +47,14 @@ from threadpoolctl import threadpool_limits
 
 from gramdist.errors import DatasetError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import POOLED_NODE_WEIGHT, GraphKernel, KernelState, check_param, is_int, is_real
+from gramdist.kernels.base import (
+    POOLED_NODE_WEIGHT,
+    GraphKernel,
+    KernelState,
+    check_int,
+    check_param,
+    is_real,
+)
 from gramdist.kernels.dm import descriptors as desc
 from gramdist.kernels.dm.histograms import K_CAP, BinLayout, Histograms, match_tile, self_match
 from gramdist.kernels.dm.pyramid import Pyramid, descend, fit_pyramid
@@ -101,17 +108,14 @@ class DescriptorMatchingKernel(GraphKernel):
         self.fit_threads = fit_threads
 
     def validate(self) -> None:
-        check_param(is_int(self.h) and self.h >= 0, self.name, "h", "must be an integer >= 0")
+        check_int(self.h, self.name, "h", 0)
         check_param(is_real(self.eta) and 0.0 <= float(self.eta) <= 1.0, self.name, "eta", "must be a number in [0, 1]")
-        check_param(is_int(self.t) and self.t >= 1, self.name, "t", "must be an integer >= 1")
-        check_param(is_int(self.b) and self.b >= 2, self.name, "b", "must be an integer >= 2")
-        check_param(self.descriptor_sample is None or (is_int(self.descriptor_sample) and self.descriptor_sample >= 1),
-                    self.name, "descriptor_sample", "must be null or an integer >= 1")
-        check_param(is_int(self.kmeans_iter) and self.kmeans_iter >= 1, self.name, "kmeans_iter",
-                    "must be an integer >= 1")
+        check_int(self.t, self.name, "t", 1)
+        check_int(self.b, self.name, "b", 2)
+        check_int(self.descriptor_sample, self.name, "descriptor_sample", 1, optional=True)
+        check_int(self.kmeans_iter, self.name, "kmeans_iter", 1)
         check_param(isinstance(self.use_attributes, bool), self.name, "use_attributes", "must be true or false")
-        check_param(self.fit_threads is None or (is_int(self.fit_threads) and self.fit_threads >= 1),
-                    self.name, "fit_threads", "must be null or an integer >= 1")
+        check_int(self.fit_threads, self.name, "fit_threads", 1, optional=True)
 
     # ------------------------------------------------------------------ fit
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:

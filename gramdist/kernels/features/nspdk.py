@@ -107,7 +107,7 @@ from threadpoolctl import threadpool_limits
 
 from gramdist.arrayops import group_offsets, ranges, stable_order
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import check_param, is_int
+from gramdist.kernels.base import check_int, check_param
 from gramdist.kernels.hashing import as_u64, combine, mix, segment_sum_u64, tag
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures, sort_segments
 
@@ -450,8 +450,7 @@ class NSPDKKernel(SparseFeatureKernel):
     def validate(self) -> None:
         for p in ("r", "d"):
             val = getattr(self, p)
-            check_param(is_int(val) and 0 <= val <= 10,
-                        self.name, p, f"must be an integer in 0..10, got {val!r}")
+            check_int(val, self.name, p, 0, 10)
         check_param((self.r + 1) * (self.d + 1) <= 256, self.name, "d",
                     f"and r give more than 256 (radius, distance) blocks: r={self.r}, d={self.d}")
         check_param(isinstance(self.normalize_blocks, bool), self.name, "normalize_blocks",

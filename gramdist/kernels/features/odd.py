@@ -44,7 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import check_param, is_int, is_real
+from gramdist.kernels.base import check_int, check_param, is_real
 from gramdist.kernels.features.nspdk import BLOCK_NODES, _blocks, _coo_keys, distance_patterns
 from gramdist.kernels.hashing import combine, mix, tag
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
@@ -91,8 +91,7 @@ class ODDSTKernel(SparseFeatureKernel):
         self.lam = lam
 
     def validate(self) -> None:
-        check_param(is_int(self.h) and 0 <= self.h <= 10,
-                    self.name, "h", f"must be an integer in 0..10, got {self.h!r}")
+        check_int(self.h, self.name, "h", 0, 10)
         check_param(is_real(self.lam) and float(self.lam) > 0 and np.isfinite(self.lam),
                     self.name, "lam", f"must be a positive number, got {self.lam!r}")
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from gramdist.arrayops import unique_sorted
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_param, is_int
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_int
 from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 
@@ -66,8 +66,7 @@ class WLSubtreeKernel(SparseFeatureKernel):
         self.h = h
 
     def validate(self) -> None:
-        check_param(is_int(self.h) and 0 <= self.h <= 100,
-                    self.name, "h", f"must be an integer in 0..100, got {self.h!r}")
+        check_int(self.h, self.name, "h", 0, 100)
 
     def features(self, graphs: GraphBatch) -> SparseFeatures:
         """(G, ·) sparse WL count vectors of ``graphs`` (no state needed)."""

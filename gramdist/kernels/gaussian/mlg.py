@@ -88,7 +88,7 @@ import scipy.sparse as sp
 from gramdist.arrayops import ranges, unique_rows
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param, is_int, is_real, node_attributes
+from gramdist.kernels.base import GraphKernel, KernelState, check_int, check_param, is_real, node_attributes
 from gramdist.kernels.gaussian.bhattacharyya import (
     GaussianEmbedding,
     bhattacharyya,
@@ -409,10 +409,8 @@ class _LaplacianKernel(GraphKernel):
                     f"must be one of {', '.join(_FEATURES)}, got {self.node_features!r}")
         check_param(is_real(self.attr_weight) and np.isfinite(self.attr_weight) and self.attr_weight >= 0,
                     name, "attr_weight", f"must be a finite number >= 0, got {self.attr_weight!r}")
-        check_param(self.base_rank is None or (is_int(self.base_rank) and self.base_rank >= 1),
-                    name, "base_rank", f"must be null or an integer >= 1, got {self.base_rank!r}")
-        check_param(is_int(self.n_samples) and self.n_samples >= 2, name, "n_samples",
-                    f"must be an integer >= 2, got {self.n_samples!r}")
+        check_int(self.base_rank, name, "base_rank", 1, optional=True)
+        check_int(self.n_samples, name, "n_samples", 2)
 
     # ------------------------------------------------------------ base features
     def _attributes(self, graphs: GraphBatch, fitted_dim: int | None = None) -> np.ndarray:
@@ -612,14 +610,11 @@ class MLGKernel(_LaplacianKernel):
     def validate(self) -> None:
         super().validate()
         name = self.name
-        check_param(is_int(self.levels) and 1 <= self.levels <= 8, name, "levels",
-                    f"must be an integer in 1..8, got {self.levels!r}")
-        check_param(is_int(self.radius) and self.radius >= 1, name, "radius",
-                    f"must be an integer >= 1, got {self.radius!r}")
+        check_int(self.levels, name, "levels", 1, 8)
+        check_int(self.radius, name, "radius", 1)
         check_param(self.radius_growth in _GROWTHS, name, "radius_growth",
                     f"must be one of {', '.join(_GROWTHS)}, got {self.radius_growth!r}")
-        check_param(is_int(self.rank) and self.rank >= 1, name, "rank",
-                    f"must be an integer >= 1, got {self.rank!r}")
+        check_int(self.rank, name, "rank", 1)
         check_param(is_real(self.min_eig_ratio) and 0 <= self.min_eig_ratio < 1, name, "min_eig_ratio",
                     f"must be a number in [0, 1), got {self.min_eig_ratio!r}")
 

@@ -47,7 +47,15 @@ import scipy.sparse as sp
 
 from gramdist.arrayops import unique_rows
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import LINEAR_NODE_WEIGHT, GraphKernel, KernelState, check_param, is_int, is_real
+from gramdist.kernels.base import (
+    LINEAR_NODE_WEIGHT,
+    GraphKernel,
+    KernelState,
+    check_int,
+    check_param,
+    is_int,
+    is_real,
+)
 from gramdist.kernels.gaussian.bhattacharyya import (
     GaussianEmbedding,
     bhattacharyya,
@@ -135,8 +143,7 @@ class PowerKernel(GraphKernel):
         self.ridge = ridge
 
     def validate(self) -> None:
-        check_param(is_int(self.k) and self.k >= 1,
-                    self.name, "k", f"must be an integer >= 1, got {self.k!r}")
+        check_int(self.k, self.name, "k", 1)
         check_param(is_int(self.k) and self.k <= 32, self.name, "k",
                     "must be <= 32 (walk counts of longer walks overflow float64)")
         check_param(is_real(self.ridge) and np.isfinite(self.ridge) and self.ridge > 0,

@@ -95,7 +95,7 @@ import math
 import numpy as np
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_param, is_int, is_real
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_int, check_param, is_real
 from gramdist.kernels.graphlets.disconnected import all_counts
 from gramdist.kernels.graphlets.labelled3 import labelled_three_node_features
 from gramdist.kernels.hashing import combine, tag
@@ -186,8 +186,7 @@ class GraphletKernel(SparseFeatureKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(is_int(self.k) and 3 <= self.k <= 5,
-                    n, "k", f"must be 3, 4 or 5, got {self.k!r}")
+        check_int(self.k, n, "k", 3, 5)
         check_param(self.graphlets in ("connected", "all"), n, "graphlets",
                     f"must be 'connected' or 'all', got {self.graphlets!r}")
         check_param(self.method in ("exact", "sampling"), n, "method",
@@ -198,8 +197,7 @@ class GraphletKernel(SparseFeatureKernel):
             v = getattr(self, p)
             check_param(is_real(v) and 0 < v < 1, n, p,
                         f"must be a number in (0, 1), got {v!r}")
-        check_param(self.n_samples is None or (is_int(self.n_samples) and self.n_samples >= 1),
-                    n, "n_samples", f"must be a positive integer or null, got {self.n_samples!r}")
+        check_int(self.n_samples, n, "n_samples", 1, optional=True)
         for p in ("use_labels", "use_edge_labels"):
             check_param(isinstance(getattr(self, p), bool), n, p,
                         f"must be true or false, got {getattr(self, p)!r}")

@@ -55,7 +55,7 @@ from __future__ import annotations
 import numpy as np
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import LINEAR_NODE_WEIGHT, check_param, is_int
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, check_int
 from gramdist.kernels.hashing import as_u64, combine, mix, tag
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
 
@@ -97,8 +97,7 @@ class HadamardCodeKernel(SparseFeatureKernel):
         self.h = h
 
     def validate(self) -> None:
-        check_param(is_int(self.h) and 0 <= self.h <= 100,
-                    self.name, "h", f"must be an integer in 0..100, got {self.h!r}")
+        check_int(self.h, self.name, "h", 0, 100)
 
     def features(self, graphs: GraphBatch) -> SparseFeatures:
         """(G, ·) counts of nodes per (iteration, code)."""

@@ -59,7 +59,7 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import labelled_distance_counts
-from gramdist.kernels.base import KernelState, check_param, is_int, is_real, node_attributes
+from gramdist.kernels.base import KernelState, check_int, check_param, is_real, node_attributes
 from gramdist.kernels.hashing import combine, tag
 from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
@@ -86,8 +86,7 @@ class _HashGraphKernel(SparseFeatureKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(is_int(self.iterations) and 1 <= self.iterations <= 10_000, n, "iterations",
-                    f"must be an integer in 1..10000, got {self.iterations!r}")
+        check_int(self.iterations, n, "iterations", 1, 10_000)
         check_param(is_real(self.bin_width) and np.isfinite(self.bin_width) and self.bin_width > 0, n,
                     "bin_width", f"must be a number > 0, got {self.bin_width!r}")
         check_param(isinstance(self.standardize, bool), n, "standardize", f"must be true or false, got {self.standardize!r}")
@@ -175,7 +174,7 @@ class HashWLKernel(_HashGraphKernel):
 
     def validate(self) -> None:
         super().validate()
-        check_param(is_int(self.h) and 0 <= self.h <= 100, self.name, "h", f"must be an integer in 0..100, got {self.h!r}")
+        check_int(self.h, self.name, "h", 0, 100)
 
     def base_features(self, graphs: GraphBatch, labels: list[np.ndarray]) -> tuple[np.ndarray, ...]:
         rows, keys = [], []

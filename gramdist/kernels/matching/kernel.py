@@ -82,7 +82,7 @@ from threadpoolctl import threadpool_limits
 
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param, is_int, is_real
+from gramdist.kernels.base import GraphKernel, KernelState, check_int, check_param, is_int, is_real
 from gramdist.kernels.matching import nca as nca_mod
 from gramdist.kernels.matching.decompositions import (
     LabelEncoding,
@@ -341,22 +341,17 @@ class AdaptiveMatchingKernel(GraphKernel):
         lam_list = lam if isinstance(lam, (list, tuple)) else [lam]
         check_param(lam is None or (len(lam_list) > 0 and all(is_real(x) and x >= 0 for x in lam_list)),
                     k, "nca_lambda", f"must be a number >= 0 or a non-empty list of them, got {lam!r}")
-        check_param(is_int(self.nca_cv_folds) and self.nca_cv_folds >= 2, k, "nca_cv_folds",
-                    f"must be an integer >= 2, got {self.nca_cv_folds!r}")
-        check_param(is_int(self.nca_max_iter) and self.nca_max_iter >= 1, k, "nca_max_iter",
-                    f"must be an integer >= 1, got {self.nca_max_iter!r}")
+        check_int(self.nca_cv_folds, k, "nca_cv_folds", 2)
+        check_int(self.nca_max_iter, k, "nca_max_iter", 1)
         check_param(self.nca_graph_ids is None or (isinstance(self.nca_graph_ids, (list, tuple))
                                                    and all(is_int(x) for x in self.nca_graph_ids)),
                     k, "nca_graph_ids", f"must be null or a list of graph ids, got {self.nca_graph_ids!r}")
-        check_param(self.representation_size is None or (is_int(self.representation_size)
-                                                         and self.representation_size >= 2),
-                    k, "representation_size", f"must be null or an integer >= 2, got {self.representation_size!r}")
+        check_int(self.representation_size, k, "representation_size", 2, optional=True)
         check_param(self.elementary_kernel in ("linear", "rbf"), k, "elementary_kernel",
                     f"must be linear or rbf, got {self.elementary_kernel!r}")
         check_param(self.gamma is None or (is_real(self.gamma) and self.gamma > 0), k, "gamma",
                     f"must be null or > 0, got {self.gamma!r}")
-        check_param(self.max_walks_per_node is None or (is_int(self.max_walks_per_node) and self.max_walks_per_node >= 1),
-                    k, "max_walks_per_node", f"must be null or an integer >= 1, got {self.max_walks_per_node!r}")
+        check_int(self.max_walks_per_node, k, "max_walks_per_node", 1, optional=True)
         check_param(isinstance(self.normalize_sets, bool), k, "normalize_sets",
                     f"must be true or false, got {self.normalize_sets!r}")
         check_param(isinstance(self.center, bool), k, "center", f"must be true or false, got {self.center!r}")

@@ -55,7 +55,7 @@ import numpy as np
 
 from gramdist.arrayops import group_offsets
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import LINEAR_NODE_WEIGHT, GraphKernel, KernelState, check_param, is_int
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, GraphKernel, KernelState, check_int, check_param
 from gramdist.kernels.hashing import as_u64, mix, tag
 from gramdist.kernels.intersection import unary_features
 from gramdist.kernels.sparse import dot, sq_norms
@@ -194,12 +194,10 @@ class NeighborhoodHashKernel(GraphKernel):
         self.bits = bits
 
     def validate(self) -> None:
-        check_param(is_int(self.R) and 1 <= self.R <= 100,
-                    self.name, "R", f"must be an integer in 1..100, got {self.R!r}")
+        check_int(self.R, self.name, "R", 1, 100)
         check_param(self.nh_type in ("simple", "count_sensitive"), self.name, "nh_type",
                     f"must be 'simple' or 'count_sensitive', got {self.nh_type!r}")
-        check_param(is_int(self.bits) and 1 <= self.bits <= 64,
-                    self.name, "bits", f"must be an integer in 1..64, got {self.bits!r}")
+        check_int(self.bits, self.name, "bits", 1, 64)
 
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
         return KernelState(arrays={}, attrs={"seed": int(seed), "fit_graphs": len(graphs)})

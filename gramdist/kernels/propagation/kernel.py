@@ -105,6 +105,7 @@ from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import (
     LINEAR_NODE_WEIGHT,
     KernelState,
+    check_int,
     check_param,
     is_int,
     is_real,
@@ -186,8 +187,7 @@ class PropagationKernel(SparseFeatureKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(is_int(self.t_max) and 0 <= self.t_max <= 100,
-                    n, "t_max", f"must be an integer in 0..100, got {self.t_max!r}")
+        check_int(self.t_max, n, "t_max", 0, 100)
         check_param(is_real(self.w) and math.isfinite(self.w) and self.w > 0, n, "w",
                     f"must be a finite number > 0, got {self.w!r}")
         check_param(self.metric in ("tv", "hellinger"), n, "metric",
@@ -324,8 +324,7 @@ class PropagationAttrKernel(SparseFeatureKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(is_int(self.t_max) and 0 <= self.t_max <= 100,
-                    n, "t_max", f"must be an integer in 0..100, got {self.t_max!r}")
+        check_int(self.t_max, n, "t_max", 0, 100)
         check_param(is_real(self.w) and math.isfinite(self.w) and self.w > 0, n, "w",
                     f"must be a finite number > 0, got {self.w!r}")
         check_param(self.metric in ("l1", "l2"), n, "metric", f"must be 'l1' or 'l2', got {self.metric!r}")

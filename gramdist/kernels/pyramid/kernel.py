@@ -51,7 +51,7 @@ import numpy as np
 
 from gramdist.arrayops import group_offsets, stable_order
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import POOLED_NODE_WEIGHT, KernelState, check_param, is_int
+from gramdist.kernels.base import POOLED_NODE_WEIGHT, KernelState, check_int, check_param
 from gramdist.kernels.hashing import combine, mix, tag
 from gramdist.kernels.pyramid.spectral import DENSE_MAX, spectral_embedding
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures, dot, sq_norms
@@ -119,10 +119,8 @@ class PyramidMatchKernel(SparseFeatureKernel):
         return bool(len(graphs)) and int(np.max(graphs.nodes_per_graph)) > DENSE_MAX
 
     def validate(self) -> None:
-        check_param(is_int(self.L) and 0 <= self.L <= 20, self.name, "L",
-                    f"must be an integer in 0..20, got {self.L!r}")
-        check_param(is_int(self.d) and 1 <= self.d <= 1000, self.name, "d",
-                    f"must be an integer in 1..1000, got {self.d!r}")
+        check_int(self.L, self.name, "L", 0, 20)
+        check_int(self.d, self.name, "d", 1, 1000)
         check_param(isinstance(self.labels, bool), self.name, "labels", f"must be true or false, got {self.labels!r}")
 
     # ------------------------------------------------------------ features

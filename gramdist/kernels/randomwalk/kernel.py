@@ -99,7 +99,7 @@ import numpy as np
 
 from gramdist.errors import InputError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param, is_int, is_real
+from gramdist.kernels.base import GraphKernel, KernelState, check_int, check_param, is_real
 from gramdist.kernels.randomwalk.solvers import (
     Series,
     SpectralEmbedding,
@@ -193,8 +193,7 @@ class RandomWalkKernel(GraphKernel):
         check_param(self.kind in KINDS, n, "kind", f"must be one of {', '.join(KINDS)}, got {self.kind!r}")
         check_param(is_real(self.lam) and np.isfinite(self.lam) and self.lam > 0, n, "lam",
                     f"must be a positive number, got {self.lam!r}")
-        check_param(is_int(self.p) and 0 <= self.p <= 100, n, "p",
-                    f"must be an integer in 0..100, got {self.p!r}")
+        check_int(self.p, n, "p", 0, 100)
         for q in ("use_labels", "use_edge_labels"):
             check_param(isinstance(getattr(self, q), bool), n, q, f"must be true or false, got {getattr(self, q)!r}")
         check_param(self.solver in SOLVERS, n, "solver", f"must be one of {', '.join(SOLVERS)}, got {self.solver!r}")
@@ -202,8 +201,7 @@ class RandomWalkKernel(GraphKernel):
                     "'spectral' is for geometric and exponential; p_step uses features or product")
         check_param(is_real(self.tol) and 0 < self.tol < 1,
                     n, "tol", f"must be a number in (0, 1), got {self.tol!r}")
-        check_param(is_int(self.max_iter) and self.max_iter >= 1,
-                    n, "max_iter", f"must be a positive integer, got {self.max_iter!r}")
+        check_int(self.max_iter, n, "max_iter", 1)
 
     # ------------------------------------------------------------ contract
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:

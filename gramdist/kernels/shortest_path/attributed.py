@@ -73,8 +73,8 @@ from gramdist.kernels.base import (
     DerivedCache,
     GraphKernel,
     KernelState,
+    check_int,
     check_param,
-    is_int,
     is_real,
     node_attributes,
 )
@@ -188,13 +188,11 @@ class ShortestPathAttrKernel(GraphKernel):
                     f"must be a number > 0, got {self.gamma!r}")
         check_param(self.length_kernel in ("delta", "brownian"), n, "length_kernel",
                     f"must be delta or brownian, got {self.length_kernel!r}")
-        check_param(is_int(self.c) and 1 <= self.c <= 1000, n, "c",
-                    f"must be an integer in 1..1000, got {self.c!r}")
+        check_int(self.c, n, "c", 1, 1000)
         check_param(isinstance(self.with_labels, bool), n, "with_labels", f"must be true or false, got {self.with_labels!r}")
         check_param(isinstance(self.standardize, bool), n, "standardize",
                     f"must be true or false, got {self.standardize!r}")
-        check_param(is_int(self.h) and 0 <= self.h <= 20, n, "h",
-                    f"must be an integer in 0..20, got {self.h!r}")
+        check_int(self.h, n, "h", 0, 20)
         check_param(self.h == 0 or self.with_labels, n, "h",
                     "refines the discrete labels: it needs with_labels: true")
 

@@ -47,7 +47,7 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import iter_labelled_distance_counts
-from gramdist.kernels.base import KernelState, check_param, is_int
+from gramdist.kernels.base import KernelState, check_int
 from gramdist.kernels.hashing import combine, tag
 from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import RowBuilder, SparseFeatureKernel, SparseFeatures
@@ -73,8 +73,7 @@ class WLShortestPathKernel(SparseFeatureKernel):
         self.h = h
 
     def validate(self) -> None:
-        check_param(is_int(self.h) and 0 <= self.h <= 20,
-                    self.name, "h", f"must be an integer in 0..20, got {self.h!r}")
+        check_int(self.h, self.name, "h", 0, 20)
 
     def features(self, graphs: GraphBatch) -> SparseFeatures:
         labels = wl_labels(graphs, self.h)

@@ -79,7 +79,15 @@ from threadpoolctl import threadpool_limits
 
 from gramdist.arrayops import group_offsets, rank_in_runs, run_starts
 from gramdist.graphs import GraphBatch, symmetric_csr
-from gramdist.kernels.base import POOLED_NODE_WEIGHT, GraphKernel, KernelState, check_param, is_int, is_real
+from gramdist.kernels.base import (
+    POOLED_NODE_WEIGHT,
+    GraphKernel,
+    KernelState,
+    check_int,
+    check_param,
+    is_int,
+    is_real,
+)
 from gramdist.kernels.eigen import smallest_eigenvalues
 from gramdist.kernels.hashing import combine, multiset_sum, tag
 from gramdist.kernels.sparse import SparseFeatures, dot, sq_norms
@@ -273,8 +281,7 @@ class _ThetaKernel(GraphKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(is_int(self.n_samples) and 1 <= self.n_samples <= 100_000, n, "n_samples",
-                    f"must be an integer in 1..100000, got {self.n_samples!r}")
+        check_int(self.n_samples, n, "n_samples", 1, 100_000)
         ok = (isinstance(self.subset_sizes, (list, tuple)) and len(self.subset_sizes) == 2
               and all(is_int(v) for v in self.subset_sizes)
               and 1 <= self.subset_sizes[0] <= self.subset_sizes[1] <= self._max_size)
@@ -453,8 +460,7 @@ class LovaszThetaKernel(_ThetaKernel):
         super().validate()
         check_param(is_real(self.sdp_tol) and 0 < self.sdp_tol < 1, self.name, "sdp_tol",
                     f"must be a number in (0, 1), got {self.sdp_tol!r}")
-        check_param(is_int(self.max_nodes) and self.max_nodes >= 1, self.name, "max_nodes",
-                    f"must be an integer >= 1, got {self.max_nodes!r}")
+        check_int(self.max_nodes, self.name, "max_nodes", 1)
         require_cvxopt()
 
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import LINEAR_NODE_WEIGHT, check_param, is_int
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, check_int, check_param
 from gramdist.kernels.hashing import as_u64, combine, tag
 from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
@@ -70,8 +70,7 @@ class WLEdgeKernel(SparseFeatureKernel):
         self.use_edge_labels = use_edge_labels
 
     def validate(self) -> None:
-        check_param(is_int(self.h) and 0 <= self.h <= 100,
-                    self.name, "h", f"must be an integer in 0..100, got {self.h!r}")
+        check_int(self.h, self.name, "h", 0, 100)
         check_param(isinstance(self.use_edge_labels, bool), self.name, "use_edge_labels",
                     f"must be true or false, got {self.use_edge_labels!r}")
 

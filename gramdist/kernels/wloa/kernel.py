@@ -63,7 +63,7 @@ from __future__ import annotations
 import numpy as np
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import LINEAR_NODE_WEIGHT, check_param, is_int
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, check_int
 from gramdist.kernels.hashing import tag
 from gramdist.kernels.intersection import unary_features
 from gramdist.kernels.relabel import wl_labels
@@ -90,8 +90,7 @@ class WLOAKernel(SparseFeatureKernel):
         self.h = h
 
     def validate(self) -> None:
-        check_param(is_int(self.h) and 0 <= self.h <= 100,
-                    self.name, "h", f"must be an integer in 0..100, got {self.h!r}")
+        check_int(self.h, self.name, "h", 0, 100)
 
     def features(self, graphs: GraphBatch) -> SparseFeatures:
         """(G, ·) unary-coded WL label counts: ``<ψ(G), ψ(H)> = K(G, H)``."""

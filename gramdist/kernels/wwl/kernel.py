@@ -77,7 +77,7 @@ import numpy as np
 
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_param, is_int, is_real, node_attributes
+from gramdist.kernels.base import GraphKernel, KernelState, check_int, check_param, is_real, node_attributes
 from gramdist.kernels.wwl.embeddings import NodeSets, categorical_embedding, continuous_embedding
 from gramdist.kernels.wwl.transport import transport_distances, tree_distances
 
@@ -137,7 +137,7 @@ class WWLKernel(GraphKernel):
 
     def validate(self) -> None:
         n = self.name
-        check_param(is_int(self.h) and 0 <= self.h <= 100, n, "h", f"must be an integer in 0..100, got {self.h!r}")
+        check_int(self.h, n, "h", 0, 100)
         check_param(is_real(self.gamma) and np.isfinite(self.gamma) and self.gamma > 0, n, "gamma",
                     f"must be a finite number > 0, got {self.gamma!r}")
         check_param(self.node_features in _MODES, n, "node_features",
@@ -147,12 +147,10 @@ class WWLKernel(GraphKernel):
         check_param(isinstance(self.sinkhorn, bool), n, "sinkhorn", f"must be true or false, got {self.sinkhorn!r}")
         check_param(is_real(self.sinkhorn_reg) and np.isfinite(self.sinkhorn_reg) and self.sinkhorn_reg > 0, n,
                     "sinkhorn_reg", f"must be a finite number > 0, got {self.sinkhorn_reg!r}")
-        check_param(is_int(self.sinkhorn_max_iter) and self.sinkhorn_max_iter >= 1, n, "sinkhorn_max_iter",
-                    f"must be an integer >= 1, got {self.sinkhorn_max_iter!r}")
+        check_int(self.sinkhorn_max_iter, n, "sinkhorn_max_iter", 1)
         check_param(isinstance(self.standardize, bool), n, "standardize",
                     f"must be true or false, got {self.standardize!r}")
-        check_param(is_int(self.psd_check) and self.psd_check >= 0, n, "psd_check",
-                    f"must be an integer >= 0, got {self.psd_check!r}")
+        check_int(self.psd_check, n, "psd_check", 0)
         if self.sinkhorn or self.categorical_solver == "emd" or self.node_features == "continuous":
             _require_pot()
 
