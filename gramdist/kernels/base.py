@@ -297,11 +297,9 @@ def check_int(value: object, kernel: str, param: str, lo: int, hi: int | None = 
     kernel: ``must be [null or ]an integer in lo..hi`` (or ``>= lo``), ``got`` the value."""
     if optional and value is None:
         return
-    if is_int(value) and lo <= value and (hi is None or value <= hi):
-        return
     span = f"in {lo}..{hi}" if hi is not None else f">= {lo}"
-    raise JobError(f"kernel {kernel}: parameter {param} must be {'null or ' if optional else ''}"
-                   f"an integer {span}, got {value!r}")
+    check_param(is_int(value) and lo <= value and (hi is None or value <= hi), kernel, param,
+                f"must be {'null or ' if optional else ''}an integer {span}, got {value!r}")
 
 
 def is_real(value: object) -> bool:
