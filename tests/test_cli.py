@@ -80,6 +80,8 @@ def test_grid_run_and_evaluate_folder(tmp_path, dataset_dir):
      "kernel dm: parameter t must be an integer >= 1, got 2.5"),
     (["run", "jobs/mutag-graphlet.yaml", "--set", "kernel.k=6"],
      "kernel graphlet: parameter k must be an integer in 3..5, got 6"),
+    (["run", "jobs/mutag-matching.yaml", "--set", "kernel.gamma=.inf"],
+     "kernel matching: parameter gamma must be null or a finite number > 0, got inf"),
 ])
 def test_errors_are_one_line_and_exit_2(args, match, tmp_path):
     env = dict(os.environ, GRAMDIST_TU_URL="http://127.0.0.1:9/{name}.zip", GRAMDIST_CACHE=str(tmp_path))

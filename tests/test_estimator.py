@@ -428,6 +428,49 @@ def test_integer_parameters_share_one_check_and_one_message():
             make_kernel(name, **{param: value})
 
 
+def test_real_parameters_share_one_check_and_one_message():
+    """``kernels.base.check_real``: open and closed bounds, one bound or none, None only where
+    optional, infinity and NaN refused even without a bound (matching's ``gamma`` and
+    ``nca_lambda`` took ``inf`` before), and one message shape for every kernel."""
+    from gramdist.kernels import make_kernel
+    from gramdist.kernels.base import check_real
+
+    check_real(0, "k", "p", 0, 1)
+    check_real(np.float32(1.0), "k", "p", 0, 1)
+    check_real(1e-300, "k", "p", 0, lo_open=True)
+    check_real(-5, "k", "p")
+    check_real(None, "k", "p", 0, lo_open=True, optional=True)
+    for value, bounds, message in (
+        (0, dict(lo=0, lo_open=True), "must be a finite number > 0, got 0"),
+        (-0.5, dict(lo=0), "must be a finite number >= 0, got -0.5"),
+        (1.0, dict(lo=0, hi=1, hi_open=True), "must be a number in [0, 1), got 1.0"),
+        (0.0, dict(lo=0, hi=1, lo_open=True), "must be a number in (0, 1], got 0.0"),
+        (2, dict(hi=1), "must be a finite number <= 1, got 2"),
+        (float("inf"), {}, "must be a finite number, got inf"),
+        (float("nan"), dict(lo=0, hi=1), "must be a number in [0, 1], got nan"),
+        (10**400, dict(lo=0), "must be a finite number >= 0, got " + str(10**400)),
+        (True, dict(lo=0), "must be a finite number >= 0, got True"),
+        ("1", dict(lo=0), "must be a finite number >= 0, got '1'"),
+        (None, dict(lo=0, lo_open=True), "must be a finite number > 0, got None"),
+        ([1], dict(lo=0, lo_open=True, optional=True), "must be null or a finite number > 0, got [1]"),
+    ):
+        with pytest.raises(gramdist.JobError) as err:
+            check_real(value, "k", "p", **bounds)
+        assert str(err.value) == f"kernel k: parameter p {message}"
+    # through the kernels: the same message whichever kernel asks
+    for name, param, value, span in (("dm", "eta", 1.5, r"a number in \[0, 1\]"),
+                                     ("random_walk", "lam", 0, "a finite number > 0"),
+                                     ("csm", "gamma", float("inf"), "a finite number > 0"),
+                                     ("matching", "gamma", float("inf"), "null or a finite number > 0"),
+                                     ("svm_theta", "rho_margin", 0, r"a number in \(0, 1\]"),
+                                     ("graphlet", "delta", 1, r"a number in \(0, 1\)")):
+        with pytest.raises(gramdist.JobError, match=f"kernel {name}: parameter {param} must be {span}, "
+                                                    f"got {value}$"):
+            make_kernel(name, **{param: value})
+    with pytest.raises(gramdist.JobError, match="parameter nca_lambda must be a finite number >= 0"):
+        make_kernel("matching", nca_lambda=[0.1, float("inf")])
+
+
 def test_later_params_are_the_defaults_they_were_added_with():
     """Every parameter a kernel declares in ``later_params`` exists, its declared value is its
     constructor default (the kernel from before it), and a kernel at its defaults records none

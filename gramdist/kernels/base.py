@@ -36,6 +36,7 @@ set them; :meth:`GraphKernel.validate` checks them and raises :class:`~gramdist.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -305,6 +306,39 @@ def check_int(value: object, kernel: str, param: str, lo: int, hi: int | None = 
 def is_real(value: object) -> bool:
     """A real-number parameter: a Python or NumPy integer or float, never a bool."""
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def is_finite_real(value: object) -> bool:
+    """:func:`is_real` and finite (an integer too large for a float is not)."""
+    if not is_real(value):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def check_real(value: object, kernel: str, param: str, lo: float | None = None, hi: float | None = None, *,
+               lo_open: bool = False, hi_open: bool = False, optional: bool = False) -> None:
+    """Raise a :class:`JobError` unless ``value`` is a finite real number (:func:`is_finite_real`)
+    above ``lo`` and below ``hi`` (either None: no bound; ``lo_open``/``hi_open``: the bound itself
+    excluded); ``optional``: None passes too. Infinity and NaN never pass, even unbounded. One
+    message for every kernel: ``must be [null or ]a number in (lo, hi]`` when both bounds are
+    set, ``a finite number > lo`` (or ``>=``, ``<``, ``<=``) when one is, ``got`` the value."""
+    if optional and value is None:
+        return
+    ok = (is_finite_real(value)
+          and (lo is None or (value > lo if lo_open else value >= lo))
+          and (hi is None or (value < hi if hi_open else value <= hi)))
+    if lo is not None and hi is not None:
+        span = f"a number in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+    elif lo is not None:
+        span = f"a finite number {'>' if lo_open else '>='} {lo:g}"
+    elif hi is not None:
+        span = f"a finite number {'<' if hi_open else '<='} {hi:g}"
+    else:
+        span = "a finite number"
+    check_param(ok, kernel, param, f"must be {'null or ' if optional else ''}{span}, got {value!r}")
 
 
 def python_numbers(value: Any) -> Any:

@@ -77,7 +77,8 @@ from gramdist.kernels.base import (
     KernelState,
     check_int,
     check_param,
-    is_real,
+    check_real,
+    is_finite_real,
     node_attributes,
 )
 from gramdist.kernels.hashing import tag
@@ -173,13 +174,12 @@ class CSMKernel(GraphKernel):
         check_int(self.k, n, "k", 1, MAX_K)
         if self.weights is not None:
             ok = (isinstance(self.weights, (list, tuple)) and len(self.weights) == self.k
-                  and all(is_real(w) and w >= 0 and np.isfinite(w) for w in self.weights))
+                  and all(is_finite_real(w) and w >= 0 for w in self.weights))
             check_param(ok, n, "weights", f"must be a list of {self.k} non-negative numbers "
                         f"(lambda for sizes 1..k) or null, got {self.weights!r}")
         for p in ("use_labels", "use_edge_labels", "node_attributes"):
             check_param(isinstance(getattr(self, p), bool), n, p, f"must be true or false, got {getattr(self, p)!r}")
-        check_param(is_real(self.gamma) and self.gamma > 0 and np.isfinite(self.gamma), n, "gamma",
-                    f"must be a positive number, got {self.gamma!r}")
+        check_real(self.gamma, n, "gamma", 0, lo_open=True)
 
     def size_weights(self) -> np.ndarray:
         """(k+1,) float64 lambda by size (index 0 unused)."""

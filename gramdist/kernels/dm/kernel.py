@@ -53,7 +53,7 @@ from gramdist.kernels.base import (
     KernelState,
     check_int,
     check_param,
-    is_real,
+    check_real,
 )
 from gramdist.kernels.dm import descriptors as desc
 from gramdist.kernels.dm.histograms import K_CAP, BinLayout, Histograms, match_tile, self_match
@@ -109,7 +109,7 @@ class DescriptorMatchingKernel(GraphKernel):
 
     def validate(self) -> None:
         check_int(self.h, self.name, "h", 0)
-        check_param(is_real(self.eta) and 0.0 <= float(self.eta) <= 1.0, self.name, "eta", "must be a number in [0, 1]")
+        check_real(self.eta, self.name, "eta", 0, 1)
         check_int(self.t, self.name, "t", 1)
         check_int(self.b, self.name, "b", 2)
         check_int(self.descriptor_sample, self.name, "descriptor_sample", 1, optional=True)

@@ -44,7 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import check_int, check_param, is_real
+from gramdist.kernels.base import check_int, check_real
 from gramdist.kernels.features.nspdk import BLOCK_NODES, _blocks, _coo_keys, distance_patterns
 from gramdist.kernels.hashing import combine, mix, tag
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
@@ -92,8 +92,7 @@ class ODDSTKernel(SparseFeatureKernel):
 
     def validate(self) -> None:
         check_int(self.h, self.name, "h", 0, 10)
-        check_param(is_real(self.lam) and float(self.lam) > 0 and np.isfinite(self.lam),
-                    self.name, "lam", f"must be a positive number, got {self.lam!r}")
+        check_real(self.lam, self.name, "lam", 0, lo_open=True)
 
     # ------------------------------------------------------------ features
     def features(self, graphs: GraphBatch) -> SparseFeatures:

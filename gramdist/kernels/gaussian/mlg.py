@@ -88,7 +88,14 @@ import scipy.sparse as sp
 from gramdist.arrayops import ranges, unique_rows
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_int, check_param, is_real, node_attributes
+from gramdist.kernels.base import (
+    GraphKernel,
+    KernelState,
+    check_int,
+    check_param,
+    check_real,
+    node_attributes,
+)
 from gramdist.kernels.gaussian.bhattacharyya import (
     GaussianEmbedding,
     bhattacharyya,
@@ -403,12 +410,11 @@ class _LaplacianKernel(GraphKernel):
     # ------------------------------------------------------------ validation
     def validate(self) -> None:
         name = self.name
-        _check_pos_float(self.eta, name, "eta")
-        _check_pos_float(self.gamma, name, "gamma")
+        check_real(self.eta, name, "eta", 0, lo_open=True)
+        check_real(self.gamma, name, "gamma", 0, lo_open=True)
         check_param(self.node_features in _FEATURES, name, "node_features",
                     f"must be one of {', '.join(_FEATURES)}, got {self.node_features!r}")
-        check_param(is_real(self.attr_weight) and np.isfinite(self.attr_weight) and self.attr_weight >= 0,
-                    name, "attr_weight", f"must be a finite number >= 0, got {self.attr_weight!r}")
+        check_real(self.attr_weight, name, "attr_weight", 0)
         check_int(self.base_rank, name, "base_rank", 1, optional=True)
         check_int(self.n_samples, name, "n_samples", 2)
 
@@ -615,8 +621,7 @@ class MLGKernel(_LaplacianKernel):
         check_param(self.radius_growth in _GROWTHS, name, "radius_growth",
                     f"must be one of {', '.join(_GROWTHS)}, got {self.radius_growth!r}")
         check_int(self.rank, name, "rank", 1)
-        check_param(is_real(self.min_eig_ratio) and 0 <= self.min_eig_ratio < 1, name, "min_eig_ratio",
-                    f"must be a number in [0, 1), got {self.min_eig_ratio!r}")
+        check_real(self.min_eig_ratio, name, "min_eig_ratio", 0, 1, hi_open=True)
 
     def _levels(self) -> int:
         return int(self.levels)
@@ -636,12 +641,6 @@ class MLGKernel(_LaplacianKernel):
 def _sample(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
     """``size`` distinct indices of ``range(n)`` in random order (all of them if n <= size)."""
     return rng.permutation(n)[: min(n, size)].astype(np.int64)
-
-
-
-
-def _check_pos_float(v: Any, kernel: str, param: str) -> None:
-    check_param(is_real(v) and np.isfinite(v) and v > 0, kernel, param, f"must be a finite number > 0, got {v!r}")
 
 
 __all__ = ["FLGKernel", "MLGKernel", "balls", "subgraph_covariances", "graph_covariances", "nystrom_features",

@@ -53,7 +53,7 @@ from gramdist.kernels.base import (
     KernelState,
     check_int,
     check_param,
-    is_real,
+    check_real,
 )
 from gramdist.kernels.gaussian.bhattacharyya import (
     GaussianEmbedding,
@@ -145,8 +145,7 @@ class PowerKernel(GraphKernel):
         check_int(self.k, self.name, "k", 1)
         check_param(self.k <= 32, self.name, "k",
                     "must be <= 32 (walk counts of longer walks overflow float64)")
-        check_param(is_real(self.ridge) and np.isfinite(self.ridge) and self.ridge > 0,
-                    self.name, "ridge", f"must be a finite number > 0, got {self.ridge!r}")
+        check_real(self.ridge, self.name, "ridge", 0, lo_open=True)
 
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
         """Nothing to learn: the embedding of a graph depends on that graph only."""

@@ -79,7 +79,7 @@ from gramdist.kernels.base import (
     GraphKernel,
     KernelState,
     check_param,
-    is_real,
+    check_real,
     node_attributes,
 )
 from gramdist.kernels.hashing import combine, tag
@@ -344,8 +344,7 @@ class GraphHopperKernel(GraphKernel):
         check_param(isinstance(self.with_labels, bool), n, "with_labels", f"must be true or false, got {self.with_labels!r}")
         check_param(self.attributes in ("none", "linear", "gaussian"), n, "attributes",
                     f"must be none, linear or gaussian, got {self.attributes!r}")
-        check_param(is_real(self.gamma) and np.isfinite(self.gamma) and self.gamma > 0, n, "gamma",
-                    f"must be a number > 0, got {self.gamma!r}")
+        check_real(self.gamma, n, "gamma", 0, lo_open=True)
 
     def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
         attrs = {"fit_graphs": len(graphs)}

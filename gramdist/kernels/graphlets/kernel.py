@@ -95,7 +95,7 @@ import math
 import numpy as np
 
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_int, check_param, is_real
+from gramdist.kernels.base import LINEAR_NODE_WEIGHT, KernelState, check_int, check_param, check_real
 from gramdist.kernels.graphlets.disconnected import all_counts
 from gramdist.kernels.graphlets.labelled3 import labelled_three_node_features
 from gramdist.kernels.hashing import combine, tag
@@ -195,8 +195,7 @@ class GraphletKernel(SparseFeatureKernel):
                     f"must be 'frequency' or 'count', got {self.values!r}")
         for p in ("epsilon", "delta"):
             v = getattr(self, p)
-            check_param(is_real(v) and 0 < v < 1, n, p,
-                        f"must be a number in (0, 1), got {v!r}")
+            check_real(v, n, p, 0, 1, lo_open=True, hi_open=True)
         check_int(self.n_samples, n, "n_samples", 1, optional=True)
         for p in ("use_labels", "use_edge_labels"):
             check_param(isinstance(getattr(self, p), bool), n, p,

@@ -59,7 +59,7 @@ import numpy as np
 
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.allpairs import labelled_distance_counts
-from gramdist.kernels.base import KernelState, check_int, check_param, is_real, node_attributes
+from gramdist.kernels.base import KernelState, check_int, check_param, check_real, node_attributes
 from gramdist.kernels.hashing import combine, tag
 from gramdist.kernels.relabel import wl_labels
 from gramdist.kernels.sparse import SparseFeatureKernel, SparseFeatures
@@ -87,8 +87,7 @@ class _HashGraphKernel(SparseFeatureKernel):
     def validate(self) -> None:
         n = self.name
         check_int(self.iterations, n, "iterations", 1, 10_000)
-        check_param(is_real(self.bin_width) and np.isfinite(self.bin_width) and self.bin_width > 0, n,
-                    "bin_width", f"must be a number > 0, got {self.bin_width!r}")
+        check_real(self.bin_width, n, "bin_width", 0, lo_open=True)
         check_param(isinstance(self.standardize, bool), n, "standardize", f"must be true or false, got {self.standardize!r}")
         check_param(isinstance(self.with_labels, bool), n, "with_labels", f"must be true or false, got {self.with_labels!r}")
 

@@ -82,7 +82,15 @@ from threadpoolctl import threadpool_limits
 
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_int, check_param, is_int, is_real
+from gramdist.kernels.base import (
+    GraphKernel,
+    KernelState,
+    check_int,
+    check_param,
+    check_real,
+    is_finite_real,
+    is_int,
+)
 from gramdist.kernels.matching import nca as nca_mod
 from gramdist.kernels.matching.decompositions import (
     LabelEncoding,
@@ -339,8 +347,8 @@ class AdaptiveMatchingKernel(GraphKernel):
         check_param(self.nca in ("full", "diag", "none"), k, "nca", f"must be full, diag or none, got {self.nca!r}")
         lam = self.nca_lambda
         lam_list = lam if isinstance(lam, (list, tuple)) else [lam]
-        check_param(lam is None or (len(lam_list) > 0 and all(is_real(x) and x >= 0 for x in lam_list)),
-                    k, "nca_lambda", f"must be a number >= 0 or a non-empty list of them, got {lam!r}")
+        check_param(lam is None or (len(lam_list) > 0 and all(is_finite_real(x) and x >= 0 for x in lam_list)),
+                    k, "nca_lambda", f"must be a finite number >= 0 or a non-empty list of them, got {lam!r}")
         check_int(self.nca_cv_folds, k, "nca_cv_folds", 2)
         check_int(self.nca_max_iter, k, "nca_max_iter", 1)
         check_param(self.nca_graph_ids is None or (isinstance(self.nca_graph_ids, (list, tuple))
@@ -349,8 +357,7 @@ class AdaptiveMatchingKernel(GraphKernel):
         check_int(self.representation_size, k, "representation_size", 2, optional=True)
         check_param(self.elementary_kernel in ("linear", "rbf"), k, "elementary_kernel",
                     f"must be linear or rbf, got {self.elementary_kernel!r}")
-        check_param(self.gamma is None or (is_real(self.gamma) and self.gamma > 0), k, "gamma",
-                    f"must be null or > 0, got {self.gamma!r}")
+        check_real(self.gamma, k, "gamma", 0, lo_open=True, optional=True)
         check_int(self.max_walks_per_node, k, "max_walks_per_node", 1, optional=True)
         check_param(isinstance(self.normalize_sets, bool), k, "normalize_sets",
                     f"must be true or false, got {self.normalize_sets!r}")

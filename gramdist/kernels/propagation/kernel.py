@@ -96,8 +96,6 @@ this reading; the default (``false``) uses the attributes alone, as GraKeL's
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -107,8 +105,8 @@ from gramdist.kernels.base import (
     KernelState,
     check_int,
     check_param,
+    check_real,
     is_int,
-    is_real,
     node_attributes,
 )
 from gramdist.kernels.hashing import as_u64, combine, mix, tag
@@ -188,8 +186,7 @@ class PropagationKernel(SparseFeatureKernel):
     def validate(self) -> None:
         n = self.name
         check_int(self.t_max, n, "t_max", 0, 100)
-        check_param(is_real(self.w) and math.isfinite(self.w) and self.w > 0, n, "w",
-                    f"must be a finite number > 0, got {self.w!r}")
+        check_real(self.w, n, "w", 0, lo_open=True)
         check_param(self.metric in ("tv", "hellinger"), n, "metric",
                     f"must be 'tv' or 'hellinger', got {self.metric!r}")
         check_param(self.scheme in ("diffusion", "label_propagation"), n, "scheme",
@@ -325,15 +322,13 @@ class PropagationAttrKernel(SparseFeatureKernel):
     def validate(self) -> None:
         n = self.name
         check_int(self.t_max, n, "t_max", 0, 100)
-        check_param(is_real(self.w) and math.isfinite(self.w) and self.w > 0, n, "w",
-                    f"must be a finite number > 0, got {self.w!r}")
+        check_real(self.w, n, "w", 0, lo_open=True)
         check_param(self.metric in ("l1", "l2"), n, "metric", f"must be 'l1' or 'l2', got {self.metric!r}")
         check_param(self.hashing in ("projection", "per_dimension"), n, "hashing",
                     f"must be 'projection' or 'per_dimension', got {self.hashing!r}")
         check_param(isinstance(self.with_labels, bool), n, "with_labels",
                     f"must be true or false, got {self.with_labels!r}")
-        check_param(is_real(self.label_w) and math.isfinite(self.label_w) and self.label_w > 0, n, "label_w",
-                    f"must be a finite number > 0, got {self.label_w!r}")
+        check_real(self.label_w, n, "label_w", 0, lo_open=True)
 
     def _attrs(self, graphs: GraphBatch, dim: int | None = None) -> np.ndarray:
         return node_attributes(graphs, self.name, fitted_dim=dim)

@@ -99,7 +99,7 @@ import numpy as np
 
 from gramdist.errors import InputError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_int, check_param, is_real
+from gramdist.kernels.base import GraphKernel, KernelState, check_int, check_param, check_real
 from gramdist.kernels.randomwalk.solvers import (
     Series,
     SpectralEmbedding,
@@ -191,16 +191,14 @@ class RandomWalkKernel(GraphKernel):
     def validate(self) -> None:
         n = self.name
         check_param(self.kind in KINDS, n, "kind", f"must be one of {', '.join(KINDS)}, got {self.kind!r}")
-        check_param(is_real(self.lam) and np.isfinite(self.lam) and self.lam > 0, n, "lam",
-                    f"must be a positive number, got {self.lam!r}")
+        check_real(self.lam, n, "lam", 0, lo_open=True)
         check_int(self.p, n, "p", 0, 100)
         for q in ("use_labels", "use_edge_labels"):
             check_param(isinstance(getattr(self, q), bool), n, q, f"must be true or false, got {getattr(self, q)!r}")
         check_param(self.solver in SOLVERS, n, "solver", f"must be one of {', '.join(SOLVERS)}, got {self.solver!r}")
         check_param(not (self.solver == "spectral" and self.kind == "p_step"), n, "solver",
                     "'spectral' is for geometric and exponential; p_step uses features or product")
-        check_param(is_real(self.tol) and 0 < self.tol < 1,
-                    n, "tol", f"must be a number in (0, 1), got {self.tol!r}")
+        check_real(self.tol, n, "tol", 0, 1, lo_open=True, hi_open=True)
         check_int(self.max_iter, n, "max_iter", 1)
 
     # ------------------------------------------------------------ contract

@@ -75,7 +75,7 @@ from gramdist.kernels.base import (
     KernelState,
     check_int,
     check_param,
-    is_real,
+    check_real,
     node_attributes,
 )
 from gramdist.kernels.hashing import combine, tag
@@ -184,8 +184,7 @@ class ShortestPathAttrKernel(GraphKernel):
         n = self.name
         check_param(self.node_kernel in ("gaussian", "linear"), n, "node_kernel",
                     f"must be gaussian or linear, got {self.node_kernel!r}")
-        check_param(is_real(self.gamma) and np.isfinite(self.gamma) and self.gamma > 0, n, "gamma",
-                    f"must be a number > 0, got {self.gamma!r}")
+        check_real(self.gamma, n, "gamma", 0, lo_open=True)
         check_param(self.length_kernel in ("delta", "brownian"), n, "length_kernel",
                     f"must be delta or brownian, got {self.length_kernel!r}")
         check_int(self.c, n, "c", 1, 1000)

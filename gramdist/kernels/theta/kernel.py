@@ -85,8 +85,8 @@ from gramdist.kernels.base import (
     KernelState,
     check_int,
     check_param,
+    check_real,
     is_int,
-    is_real,
 )
 from gramdist.kernels.eigen import smallest_eigenvalues
 from gramdist.kernels.hashing import combine, multiset_sum, tag
@@ -289,8 +289,7 @@ class _ThetaKernel(GraphKernel):
                     f"got {self.subset_sizes!r}")
         check_param(self.base_kernel in _BASES, n, "base_kernel",
                     f"must be one of {', '.join(_BASES)}, got {self.base_kernel!r}")
-        check_param(is_real(self.gamma) and np.isfinite(self.gamma) and self.gamma > 0, n, "gamma",
-                    f"must be a finite number > 0, got {self.gamma!r}")
+        check_real(self.gamma, n, "gamma", 0, lo_open=True)
 
     # ------------------------------------------------------------ per graph (subclasses)
     def _graph_state(self, n: int, edges: np.ndarray) -> tuple[object, bool]:
@@ -458,8 +457,7 @@ class LovaszThetaKernel(_ThetaKernel):
 
     def validate(self) -> None:
         super().validate()
-        check_param(is_real(self.sdp_tol) and 0 < self.sdp_tol < 1, self.name, "sdp_tol",
-                    f"must be a number in (0, 1), got {self.sdp_tol!r}")
+        check_real(self.sdp_tol, self.name, "sdp_tol", 0, 1, lo_open=True, hi_open=True)
         check_int(self.max_nodes, self.name, "max_nodes", 1)
         require_cvxopt()
 
@@ -533,8 +531,7 @@ class SvmThetaKernel(_ThetaKernel):
 
     def validate(self) -> None:
         super().validate()
-        check_param(is_real(self.rho_margin) and 0 < self.rho_margin <= 1, self.name, "rho_margin",
-                    f"must be a number in (0, 1], got {self.rho_margin!r}")
+        check_real(self.rho_margin, self.name, "rho_margin", 0, 1, lo_open=True)
 
     def alphas(self, n: int, edges: np.ndarray) -> np.ndarray:
         """The one-class SVM coefficients α of one graph (local edge list): the same bits as

@@ -77,7 +77,14 @@ import numpy as np
 
 from gramdist.errors import JobError
 from gramdist.graphs import GraphBatch
-from gramdist.kernels.base import GraphKernel, KernelState, check_int, check_param, is_real, node_attributes
+from gramdist.kernels.base import (
+    GraphKernel,
+    KernelState,
+    check_int,
+    check_param,
+    check_real,
+    node_attributes,
+)
 from gramdist.kernels.wwl.embeddings import NodeSets, categorical_embedding, continuous_embedding
 from gramdist.kernels.wwl.transport import transport_distances, tree_distances
 
@@ -138,15 +145,13 @@ class WWLKernel(GraphKernel):
     def validate(self) -> None:
         n = self.name
         check_int(self.h, n, "h", 0, 100)
-        check_param(is_real(self.gamma) and np.isfinite(self.gamma) and self.gamma > 0, n, "gamma",
-                    f"must be a finite number > 0, got {self.gamma!r}")
+        check_real(self.gamma, n, "gamma", 0, lo_open=True)
         check_param(self.node_features in _MODES, n, "node_features",
                     f"must be one of {', '.join(_MODES)}, got {self.node_features!r}")
         check_param(self.categorical_solver in _SOLVERS, n, "categorical_solver",
                     f"must be one of {', '.join(_SOLVERS)}, got {self.categorical_solver!r}")
         check_param(isinstance(self.sinkhorn, bool), n, "sinkhorn", f"must be true or false, got {self.sinkhorn!r}")
-        check_param(is_real(self.sinkhorn_reg) and np.isfinite(self.sinkhorn_reg) and self.sinkhorn_reg > 0, n,
-                    "sinkhorn_reg", f"must be a finite number > 0, got {self.sinkhorn_reg!r}")
+        check_real(self.sinkhorn_reg, n, "sinkhorn_reg", 0, lo_open=True)
         check_int(self.sinkhorn_max_iter, n, "sinkhorn_max_iter", 1)
         check_param(isinstance(self.standardize, bool), n, "standardize",
                     f"must be true or false, got {self.standardize!r}")
