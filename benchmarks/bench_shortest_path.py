@@ -238,9 +238,11 @@ def main() -> None:
             for ds in datasets:
                 runs = [bench(kernel, ds, Path(tmp), args) for _ in range(args.repeats)]
                 rows.append(medians(runs))
+                # saved after every row, so that a run cut short (GraKeL's timeouts on D&D take
+                # minutes a repeat) keeps what it measured
+                save("shortest_path", {"command": this_command(), "complete": False, "results": rows})
                 print(f"{kernel} {ds}: done", file=sys.stderr)
-    save("shortest_path", {"command": this_command(),
-                           "results": rows})
+    save("shortest_path", {"command": this_command(), "complete": True, "results": rows})
     print("| kernel | dataset | gramdist end to end (s) | gramdist kernel phase (s) | GraKeL kernel phase (s) "
           "| speed-up (kernel phases) | max abs diff vs GraKeL | gramdist peak MB (all processes) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
