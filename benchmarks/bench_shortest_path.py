@@ -231,18 +231,18 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--grakel-timeout", type=int, default=1800)
     args = ap.parse_args()
+    cases = [(kernel, ds) for kernel in args.kernels
+             for ds in (args.attr_datasets if kernel in ATTR_KERNELS else args.datasets)]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for kernel in args.kernels:
-            datasets = args.attr_datasets if kernel in ATTR_KERNELS else args.datasets
-            for ds in datasets:
-                runs = [bench(kernel, ds, Path(tmp), args) for _ in range(args.repeats)]
-                rows.append(medians(runs))
-                # saved after every row, so that a run cut short (GraKeL's timeouts on D&D take
-                # minutes a repeat) keeps what it measured
-                save("shortest_path", {"command": this_command(), "complete": False, "results": rows})
-                print(f"{kernel} {ds}: done", file=sys.stderr)
-    save("shortest_path", {"command": this_command(), "complete": True, "results": rows})
+        for kernel, ds in cases:
+            runs = [bench(kernel, ds, Path(tmp), args) for _ in range(args.repeats)]
+            rows.append(medians(runs))
+            # saved after every row, so that a run cut short (GraKeL's timeouts on D&D take
+            # minutes a repeat) keeps what it measured
+            save("shortest_path", {"command": this_command(), "complete": len(rows) == len(cases),
+                                   "results": rows})
+            print(f"{kernel} {ds}: done", file=sys.stderr)
     print("| kernel | dataset | gramdist end to end (s) | gramdist kernel phase (s) | GraKeL kernel phase (s) "
           "| speed-up (kernel phases) | max abs diff vs GraKeL | gramdist peak MB (all processes) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
