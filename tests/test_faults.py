@@ -9,6 +9,7 @@ complete and that a rerun finishes. Figures of these runs are in RELIABILITY.md.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -17,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +74,9 @@ def total_chunks(n: int = N_GRAPHS, tile: int = TILE) -> int:
 
 
 def start_run(job: Path, out: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
-    """`gramdist run` in its own session (a kill of the session reaches its LocalCluster)."""
+    """`gramdist run` in its own session (a kill of the session reaches its LocalCluster), with
+    Python's fault handler on, so that :func:`finish` can get its threads' stacks if it hangs."""
+    env = {**(os.environ if env is None else env), "PYTHONFAULTHANDLER": "1"}
     return subprocess.Popen([*GRAMDIST, "run", str(job), "--out", str(out), "--quiet", "--json", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             env=env, start_new_session=True)
@@ -92,14 +96,40 @@ def wait_for_chunks(proc: subprocess.Popen, store: Path, at_least: int, timeout:
         time.sleep(0.05)
 
 
-def finish(proc: subprocess.Popen, timeout: float = 180) -> tuple[int, str, str]:
+def finish(proc: subprocess.Popen, timeout: float = 180, cluster: DaskProcesses | None = None) -> tuple[int, str, str]:
+    """Wait for ``proc``; if it hangs, fail with what it was doing: the stacks of its threads
+    (a process of :func:`start_run` dumps them on SIGABRT), and with a ``cluster`` the
+    scheduler's view of the tasks and the tails of the cluster's logs."""
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        state = cluster_state(cluster) if cluster is not None else ""
+        with contextlib.suppress(psutil.Error, subprocess.TimeoutExpired):
+            psutil.Process(proc.pid).rlimit(psutil.RLIMIT_CORE, (0, 0))  # the stacks, not a core file
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError):  # the session may have ended with the dump
+            os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        raise AssertionError(f"the run hung:\n{err[-3000:]}") from None
+        raise AssertionError(f"the run hung:\n{err[-12000:]}\n{state}") from None
     return proc.returncode, out, err
+
+
+def cluster_state(cluster: DaskProcesses) -> str:
+    def scheduler_tasks(dask_scheduler=None) -> dict:
+        # nested, so that it travels by value: the scheduler cannot import this test module
+        counts = Counter((ts.key.split("-")[0], ts.state) for ts in dask_scheduler.tasks.values())
+        return {"tasks": {f"{p} {s}": n for (p, s), n in sorted(counts.items())},
+                "workers": {ws.name: {"status": str(ws.status), "processing": sorted(t.key for t in ws.processing)}
+                            for ws in dask_scheduler.workers.values()}}
+
+    try:
+        with cluster.client() as c:
+            state = json.dumps(c.run_on_scheduler(scheduler_tasks), indent=1, default=str)
+    except Exception as exc:  # noqa: BLE001 - a report on a failure already being raised
+        state = f"(no scheduler state: {type(exc).__name__}: {exc})"
+    logs = "\n".join(f"--- {name}.log\n{cluster.log(name)}" for name in cluster.procs)
+    return f"scheduler: {state}\n{logs}"
 
 
 def session_processes(sid: int) -> list[psutil.Process]:
@@ -127,7 +157,7 @@ def test_worker_process_killed_mid_job(fault_job, tmp_path):
         t_kill = time.perf_counter() - t0
         os.kill(pids["w0"], signal.SIGKILL)
         assert proc.poll() is None and at_kill < total_chunks()  # the kill landed mid-job
-        rc, stdout, stderr = finish(proc)
+        rc, stdout, stderr = finish(proc, cluster=cluster)
         record("worker_process_killed", chunks_total=total_chunks(), chunks_at_kill=at_kill,
                kill_at_s=round(t_kill, 2), run_s=round(time.perf_counter() - t0, 2),
                tiles_s=last_json(stdout)["timings"].get("tiles_s") if rc == 0 else None)
@@ -163,7 +193,7 @@ def test_two_of_three_workers_killed_at_different_times(fault_job, tmp_path):
         cluster.kill_worker("w2")
         t2 = time.perf_counter() - t0
         assert proc.poll() is None and second < total_chunks()
-        rc, stdout, stderr = finish(proc)
+        rc, stdout, stderr = finish(proc, cluster=cluster)
         record("two_of_three_killed", chunks_total=total_chunks(), chunks_at_kills=[first, second],
                kills_at_s=[round(t1, 2), round(t2, 2)], run_s=round(time.perf_counter() - t0, 2))
         assert rc == 0, stderr[-3000:]
