@@ -182,12 +182,13 @@ def main() -> None:
                     help="run gramdist alone (a reference's figure, e.g. a 30-minute timeout, kept from an earlier run)")
     args = ap.parse_args()
     rows = []
+    cases = [(ds, kernel) for ds in args.datasets for kernel in args.kernels]
     with tempfile.TemporaryDirectory() as tmp:
-        for ds in args.datasets:
-            for kernel in args.kernels:
-                rows.append(bench(ds, kernel, Path(tmp), args.limit_s, not args.gramdist_only, args.repeats))
-                print(f"{ds} {kernel}: done", file=sys.stderr)
-    save("global", {"command": this_command(), "results": rows})
+        for ds, kernel in cases:
+            rows.append(bench(ds, kernel, Path(tmp), args.limit_s, not args.gramdist_only, args.repeats))
+            # saved after every row: a run cut short (GraKeL's 30-minute limits) keeps what it measured
+            save("global", {"command": this_command(), "complete": len(rows) == len(cases), "results": rows})
+            print(f"{ds} {kernel}: done", file=sys.stderr)
     print("| dataset | kernel | tool | end to end (s) | kernel phase (s) | peak memory, all processes (MB) |")
     print("|---|---|---|---:|---:|---:|")
     for r in rows:
