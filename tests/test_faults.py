@@ -116,6 +116,9 @@ def finish(proc: subprocess.Popen, timeout: float = 180, cluster: DaskProcesses 
 
 
 def cluster_state(cluster: DaskProcesses) -> str:
+    """The scheduler's tasks counted by key prefix and state, what each worker is processing,
+    and the tails of the cluster's logs, as text for a failure message."""
+
     def scheduler_tasks(dask_scheduler=None) -> dict:
         # nested, so that it travels by value: the scheduler cannot import this test module
         counts = Counter((ts.key.split("-")[0], ts.state) for ts in dask_scheduler.tasks.values())
