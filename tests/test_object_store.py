@@ -144,7 +144,7 @@ def test_a_killed_run_resumes_to_the_same_bits(url, tmp_path):
                             cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.time() + 120
     while tiles_recorded(url) < 50:
-        assert proc.poll() is None and time.time() < deadline, proc.stderr.read()[-2000:]
+        assert proc.poll() is None and time.time() < deadline, proc.stderr.read().decode(errors="replace")[-3000:]
         time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
@@ -156,6 +156,37 @@ def test_a_killed_run_resumes_to_the_same_bits(url, tmp_path):
     assert "took over the lock" in r.stderr  # ... and is taken over: its process is gone
     assert np.array_equal(open_gram(url)[0], open_gram(local)[0])
     assert verify(url)["problems"] == []
+
+
+def test_metadata_read_while_it_is_replaced_is_the_old_or_the_new_never_damaged(url):
+    """A reader of a store's zarr.json while a writer replaces it (the run setting an attribute
+    while a worker opens the store) gets one whole version. Through s3fs's file objects, a PUT
+    between their HEAD and their ``If-Match`` GET failed the read with 412, and the store was
+    reported as having lost its metadata (CI, 2026-12-02)."""
+    from gramdist.engine.store.groups import group_attributes, lost_metadata
+
+    location = Location(url)
+    docs = [json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"gramdist_version": "x", "pad": "p" * n}})
+            .encode() for n in (10, 3000)]
+    location.write_atomic(docs[0], "zarr.json")
+    stop = threading.Event()
+
+    def rewrite() -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            location.write_atomic(docs[i % 2], "zarr.json")
+
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    try:
+        seen = [(lost_metadata(location), group_attributes(location)) for _ in range(150)]
+    finally:
+        stop.set()
+        writer.join()
+    assert {lost for lost, _ in seen} == {None}
+    assert all(attrs is not None for _, attrs in seen)  # None: the read failed
+    assert {len(attrs["pad"]) for _, attrs in seen} <= {10, 3000}
 
 
 def test_one_writer_a_second_is_refused_racing_writers_get_exactly_one(url):

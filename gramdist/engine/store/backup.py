@@ -29,7 +29,7 @@ def read_backup(location: Location) -> dict[str, Any] | None:
     """The copy of the group's attributes kept in the record arrays' metadata (None if none)."""
     for name in _RECORDS:
         try:
-            doc = json.loads(location.child(name, "zarr.json").read_bytes())
+            doc = json.loads(location.read_file(name, "zarr.json"))
             backup = doc["attributes"]["backup"]
             if isinstance(backup, dict) and isinstance(backup.get("group"), dict):
                 return backup

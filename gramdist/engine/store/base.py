@@ -289,8 +289,7 @@ class Store:
 def store_version(location: Location) -> tuple[int, int]:
     """:meth:`Store.version` without opening the store (cheap; (-1, -1) when unreadable)."""
     try:
-        meta = location.child("zarr.json")
-        generation = json.loads(meta.read_bytes()).get("attributes", {}).get("generation", 0)
-        return int(generation), meta.stat().st_mtime_ns
+        generation = json.loads(location.read_file("zarr.json")).get("attributes", {}).get("generation", 0)
+        return int(generation), location.child("zarr.json").stat().st_mtime_ns
     except (OSError, ValueError, AttributeError):
         return -1, -1

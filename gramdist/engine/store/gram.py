@@ -103,7 +103,7 @@ class GramStore(Store):
         if kind != "gram":
             raise StoreError(f"{location}: a {kind} store, not a Gram store")
         for name in ("gram", "tiles_done", "tile_checksums"):
-            lost = lost_metadata(location.path, name)
+            lost = lost_metadata(location, name)
             if lost and location.child(name).is_dir():
                 raise StoreError(backup.array_metadata_message(location, name, lost))
         try:

@@ -27,12 +27,11 @@ def as_location(where: str | Any) -> Location:
 
 
 # ------------------------------------------------------------------------------- group metadata
-def lost_metadata(folder: Any, name: str = "") -> str | None:
+def lost_metadata(location: Location, name: str = "") -> str | None:
     """'missing' or 'unreadable (why)' when the ``zarr.json`` of ``name`` ("" = the group) is
     lost or damaged; None when it parses."""
-    meta = folder / name / "zarr.json" if name else folder / "zarr.json"
     try:
-        doc = json.loads(meta.read_bytes())
+        doc = json.loads(location.read_file(*[p for p in (name, "zarr.json") if p]))
     except FileNotFoundError:
         return "missing"
     except (OSError, ValueError) as exc:
@@ -45,7 +44,7 @@ def lost_metadata(folder: Any, name: str = "") -> str | None:
 def group_attributes(location: Location) -> dict[str, Any] | None:
     """The group attributes straight from ``zarr.json`` (None when unreadable): cheap, no Zarr."""
     try:
-        attrs = json.loads(location.child("zarr.json").read_bytes()).get("attributes", {})
+        attrs = json.loads(location.read_file("zarr.json")).get("attributes", {})
     except (OSError, ValueError, AttributeError):
         return None
     return attrs if isinstance(attrs, dict) else None
@@ -71,7 +70,7 @@ def open_root(location: Location, mode: str = "r") -> Any:
     ``gramdist_version``; :class:`StoreError` if it is not one."""
     if not location.exists():
         raise StoreError(f"{location}: no such store")
-    lost = lost_metadata(location.path)
+    lost = lost_metadata(location)
     if lost and backup.looks_like_gram_store(location):
         raise StoreError(backup.group_metadata_message(location, lost))
     try:

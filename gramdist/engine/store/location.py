@@ -156,6 +156,11 @@ class Location:
         """What Zarr opens for this store."""
         return str(self.path)
 
+    def read_file(self, *parts: str) -> bytes:
+        """The whole file ``parts`` inside the store as it is now (``FileNotFoundError`` if absent):
+        old or new content of a file :meth:`write_atomic` replaces meanwhile, never a mixture."""
+        return self.child(*parts).read_bytes()
+
     def write_atomic(self, data: bytes, *parts: str) -> None:
         """Replace the file ``parts`` inside the store by ``data`` atomically (a temporary file,
         fsynced, renamed into place): a reader sees the old content or the new, never a mixture."""

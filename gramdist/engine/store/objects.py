@@ -197,6 +197,13 @@ class ObjectLocation(Location):
 
         return FsspecStore.from_url(self.url, storage_options=STORAGE_OPTIONS)
 
+    def read_file(self, *parts: str) -> bytes:
+        # one GET of the whole object. Not ``child(...).read_bytes()``: s3fs's file objects HEAD
+        # the object, then GET it with ``If-Match`` on that ETag, so a writer's PUT between the two
+        # (the run updating the group's zarr.json while a worker or a reader opens the store)
+        # fails the read with 412 Precondition Failed, which read as damaged metadata
+        return self.fs.cat_file(self._key(*parts))
+
     def write_atomic(self, data: bytes, *parts: str) -> None:
         self.fs.pipe_file(self._key(*parts), data)  # one PUT: readers see the old object or the new
 

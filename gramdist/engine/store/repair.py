@@ -130,7 +130,7 @@ def _open(location: Location, repair: bool) -> Any:
 
 def _group_metadata(location: Location, check: _Check) -> bool:
     """The group ``zarr.json``: restored from the kept copy when lost; False: stop here."""
-    lost = lost_metadata(location.path)
+    lost = lost_metadata(location)
     if not (lost and backup.looks_like_gram_store(location)):
         return True
     kept = backup.read_backup(location)
@@ -147,7 +147,7 @@ def _array_metadata(location: Location, root: Any, check: _Check, checksummed: b
     """The metadata of the tile arrays, rewritten when lost: ``(grid, whether any was lost)``;
     grid None when the Gram's shape cannot be known."""
     lost_arrays = {name: why for name in _TILE_ARRAYS
-                   if (why := lost_metadata(location.path, name)) and (checksummed or location.child(name).is_dir())}
+                   if (why := lost_metadata(location, name)) and (checksummed or location.child(name).is_dir())}
     grid = grid_of(root) if "gram" not in lost_arrays else _grid_from_vectors(root, location)
     for name, why in lost_arrays.items():
         line = backup.array_metadata_message(location, name, why)

@@ -165,9 +165,8 @@ def write_embedding(path: str, name: str, emb: Any, checksum: str, max_bytes: in
 
 def kept_embedding_attrs(path: str, name: str) -> dict[str, Any]:
     """The attributes of chunk ``name``'s kept embedding; {} when none was completely kept."""
-    folder = as_location(path).child(EMBEDDINGS, name)
     try:
-        attrs = json.loads((folder / "zarr.json").read_text()).get("attributes") or {}
+        attrs = json.loads(as_location(path).read_file(EMBEDDINGS, name, "zarr.json")).get("attributes") or {}
     except (OSError, ValueError, AttributeError):
         return {}
     return attrs if isinstance(attrs, dict) and attrs.get("complete") else {}
