@@ -53,8 +53,7 @@ from common import (  # noqa: E402
     last_json_line,
     median_of_runs,
     run_measured,
-    save,
-    this_command,
+    save_rows,
 )
 
 KERNELS = {
@@ -186,8 +185,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for ds, kernel in cases:
             rows.append(bench(ds, kernel, Path(tmp), args.limit_s, not args.gramdist_only, args.repeats))
-            # saved after every row: a run cut short (GraKeL's 30-minute limits) keeps what it measured
-            save("global", {"command": this_command(), "complete": len(rows) == len(cases), "results": rows})
+            save_rows("global", rows, len(cases))
             print(f"{ds} {kernel}: done", file=sys.stderr)
     print("| dataset | kernel | tool | end to end (s) | kernel phase (s) | peak memory, all processes (MB) |")
     print("|---|---|---|---:|---:|---:|")

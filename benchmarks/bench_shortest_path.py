@@ -49,8 +49,7 @@ from common import (  # noqa: E402
     last_json_line,
     median_of_runs,
     run_measured,
-    save,
-    this_command,
+    save_rows,
 )
 
 ATTR_KERNELS = {"sp_attr", "hgk_sp", "hgk_wl"}
@@ -238,10 +237,7 @@ def main() -> None:
         for kernel, ds in cases:
             runs = [bench(kernel, ds, Path(tmp), args) for _ in range(args.repeats)]
             rows.append(medians(runs))
-            # saved after every row, so that a run cut short (GraKeL's timeouts on D&D take
-            # minutes a repeat) keeps what it measured
-            save("shortest_path", {"command": this_command(), "complete": len(rows) == len(cases),
-                                   "results": rows})
+            save_rows("shortest_path", rows, len(cases))
             print(f"{kernel} {ds}: done", file=sys.stderr)
     print("| kernel | dataset | gramdist end to end (s) | gramdist kernel phase (s) | GraKeL kernel phase (s) "
           "| speed-up (kernel phases) | max abs diff vs GraKeL | gramdist peak MB (all processes) |")

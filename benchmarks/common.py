@@ -118,6 +118,13 @@ def save(name: str, payload: dict) -> Path:
     return path
 
 
+def save_rows(name: str, rows: list[dict], n_cases: int) -> Path:
+    """:func:`save` of a table measured row by row, called after every row so that a run cut
+    short (GraKeL's timeouts take minutes a case) keeps what it measured: ``complete`` is false
+    until the last of ``n_cases`` rows is in."""
+    return save(name, {"command": this_command(), "complete": len(rows) == n_cases, "results": rows})
+
+
 def last_json_line(text: str) -> dict:
     for line in reversed(text.strip().splitlines()):
         if line.startswith("{"):

@@ -31,7 +31,7 @@ def lost_metadata(location: Location, name: str = "") -> str | None:
     """'missing' or 'unreadable (why)' when the ``zarr.json`` of ``name`` ("" = the group) is
     lost or damaged; None when it parses."""
     try:
-        doc = json.loads(location.read_file(*[p for p in (name, "zarr.json") if p]))
+        doc = json.loads(location.read_file(name, "zarr.json"))  # "": the group's own
     except FileNotFoundError:
         return "missing"
     except (OSError, ValueError) as exc:
