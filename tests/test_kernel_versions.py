@@ -34,7 +34,7 @@ def gram_job(n: int, kernel: dict | None = None, from_store: str | None = None):
 #: kernel refuse this code (add it here)
 BUMPED = {
     "svm_theta": 2,  # Lanczos λ_min and one factorisation per graph above 100 nodes
-    "pyramid_match": 2,  # embedding scaled by 2^S, S even: other copy keys, feature vectors not doubled
+    "pyramid_match": 3,  # v2: embedding scaled by 2^S, S even; v3: counts per cell, not their unary features
 }
 
 

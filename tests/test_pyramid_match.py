@@ -270,23 +270,32 @@ def test_feature_vectors_give_the_gram_bit_for_bit(mutag, L):
     emb = kernel.embed(mutag[:50], state)
     fv = kernel.feature_vectors(emb, state)
     assert kernel.has_feature_vectors
-    assert np.array_equal(dot(fv, fv), kernel.pairwise(emb, emb, state))
+    gram = kernel.pairwise(emb, emb, state)
+    assert np.array_equal(dot(fv, fv), gram)
+    assert np.array_equal(kernel.self_similarity(emb, state), np.diag(gram))
     assert np.all(np.diff(fv.keys[fv.indptr[0]:fv.indptr[1]]) > 0)
-    # S is even: the feature vectors are the embedding rescaled, never doubled
-    assert np.array_equal(fv.keys, emb.keys) and np.array_equal(fv.indptr, emb.indptr)
+    # the explicit features of a block are its rows of the whole embedding's
+    part = kernel.feature_vectors(emb[10:20], state)
+    assert np.array_equal(part.keys, fv[10:20].keys) and np.array_equal(part.values, fv[10:20].values)
 
 
 @pytest.mark.parametrize(("L", "per_node"), [(0, 1), (1, 4), (2, 4), (3, 7), (4, 7), (5, 10)])
 def test_features_per_node_and_dimension(mutag, L, per_node):
-    """One feature where c_l · 2^S is an even power of two, two where odd (module docstring):
-    at L = 4, e = 2, 2, 3, 4, 5."""
+    """One unary feature where c_l · 2^S is an even power of two, two where odd (module
+    docstring): at L = 4, e = 2, 2, 3, 4, 5. The embedding holds one count per cell instead."""
     graphs = mutag[:20]
     kernel = PyramidMatchKernel(L=L, d=6)
-    emb = kernel.embed(graphs, kernel.fit(graphs, 0))
+    state = kernel.fit(graphs, 0)
+    emb = kernel.embed(graphs, state)
     assert all(graphs.nodes_per_graph >= 6)
-    assert emb.indptr[-1] == graphs.n_nodes * 6 * per_node
+    assert kernel.feature_vectors(emb, state).indptr[-1] == graphs.n_nodes * 6 * per_node
     assert sum(1 + level_exponent(level, L) % 2 for level in range(L + 1)) == per_node
     assert scale_exponent(L) % 2 == 0
+    # counts: every node in one cell per dimension and level, each count times 2^e
+    level = (emb.keys & 31).astype(np.int64)
+    exps = np.array([level_exponent(q, L) for q in range(L + 1)])
+    assert np.bincount(level, weights=emb.values / 2.0 ** exps[level]).tolist() == [graphs.n_nodes * 6] * (L + 1)
+    assert emb.nnz < graphs.n_nodes * 6 * (L + 1)
 
 
 def test_tile_size_invariance_and_psd(mutag):

@@ -126,6 +126,11 @@ class SparseFeatures(DerivedCache):
             self._cache["key_positions"] = pos.astype(np.int32) if len(u) < 2**31 else pos
         return self._cache["key_positions"]
 
+    def key_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(keys, positions)``: the sorted distinct keys of all rows and, for each stored entry,
+        the position of its key there (both cached: an embedding meets many tiles)."""
+        return self._sorted_keys(), self._key_positions()
+
     def _mostly_frequent(self) -> bool:
         """At least SPLIT_SHARE of the entries are on keys 1/FREQUENT_SHARE of the rows hold."""
         held = self._key_rows()
