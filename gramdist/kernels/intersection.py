@@ -176,11 +176,11 @@ class _KeyedCounts:
         return m[:, :-1]
 
     def above(self, top: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(rows, keys, count - top[key]) of the entries above their key's ``top``, by key."""
+        """(rows, keys, count - top[key]) of the entries above their key's ``top``, by key (the
+        entries' order)."""
         excess = self.counts - top[self.keys]
         sel = np.flatnonzero(excess > 0)
-        order = sel[np.argsort(self.keys[sel], kind="stable")]
-        return self.rows[order], self.keys[order], excess[order]
+        return self.rows[sel], self.keys[sel], excess[sel]
 
 
 def _add_pairs_above(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...], out: np.ndarray) -> None:
@@ -196,3 +196,6 @@ def _add_pairs_above(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...], out: 
     ia, jb = np.repeat(np.arange(len(ka)), n), ranges(lo, n)
     flat = ra[ia] * out.shape[1] + rb[jb]
     out += np.bincount(flat, weights=np.minimum(xa[ia], xb[jb]), minlength=out.size).reshape(out.shape)
+
+
+__all__ = ["DENSE_SHARE", "histogram_intersection", "unary_features"]

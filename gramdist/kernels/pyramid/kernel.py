@@ -194,4 +194,4 @@ class PyramidMatchKernel(SparseFeatureKernel):
                 "the solver's basis (see the module docstring)"]
 
 
-__all__ = ["PyramidMatchKernel", "level_exponent", "scale_exponent"]
+__all__ = ["PyramidMatchKernel", "cell_ids", "level_exponent", "scale_exponent"]
