@@ -58,6 +58,13 @@ def find_sorted(haystack: np.ndarray, needles: np.ndarray) -> tuple[np.ndarray, 
     return pos, haystack[pos] == needles
 
 
+def common_positions(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in the sorted distinct ``x`` and ``y`` of the values both hold, in order."""
+    pos, found = find_sorted(y, x)
+    ix = np.flatnonzero(found)
+    return ix, pos[ix]
+
+
 def stable_order(ids: np.ndarray, n_ids: int) -> np.ndarray:
     """``np.argsort(ids, kind="stable")`` for non-negative integer ids below ``n_ids``, the same
     permutation, by stable sorts of 16-bit digits (least significant first).

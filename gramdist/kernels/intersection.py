@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gramdist.arrayops import find_sorted, ranges, rank_in_runs, run_starts, unique_sorted
+from gramdist.arrayops import common_positions, ranges, rank_in_runs, run_starts, unique_sorted
 from gramdist.kernels.hashing import combine
 from gramdist.kernels.sparse import SparseFeatures
 
@@ -86,7 +86,7 @@ def histogram_intersection(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
     out = np.zeros((len(a), len(b)))
     if a.nnz == 0 or b.nnz == 0:
         return out
-    for x in (a, b):
+    for x in (a,) if a is b else (a, b):
         v = x.values
         if not (np.all(v >= 0) and np.all(v < 2.0**_VALUE_BITS) and np.all(v == np.floor(v))):
             raise ValueError("histogram_intersection: counts must be non-negative integers below 2**32")
@@ -98,7 +98,8 @@ def histogram_intersection(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
     else:  # two sorted runs: a stable sort merges them
         thresholds = unique_sorted(np.concatenate([side_a.sorted, side_b.sorted]), runs=True)
     t_key = thresholds >> np.uint64(_VALUE_BITS)
-    reach_a, reach_b = side_a.reaching(thresholds, t_key), side_b.reaching(thresholds, t_key)
+    reach_a = side_a.reaching(thresholds, t_key)
+    reach_b = reach_a if a is b else side_b.reaching(thresholds, t_key)
     # reach falls with the threshold inside a key, so the dense thresholds are a prefix of each key's
     dense = reach_a.astype(np.float64) * reach_b * DENSE_SHARE >= float(len(a)) * float(len(b))
     t_value = (thresholds & np.uint64(2**_VALUE_BITS - 1)).astype(np.float64)
@@ -116,8 +117,8 @@ def histogram_intersection(a: SparseFeatures, b: SparseFeatures) -> np.ndarray:
     # above each key's last dense threshold (0 where it has none): the rows beyond, paired
     top = np.zeros(n_keys)
     d_key, d_value = t_key[dense].astype(np.int64), t_value[dense]
-    last = np.flatnonzero(run_starts(d_key[::-1]))  # each key's last dense threshold, reversed
-    top[d_key[::-1][last]] = d_value[::-1][last]
+    last = np.flatnonzero(np.diff(d_key, append=-1))  # each key's last dense threshold (none if empty)
+    top[d_key[last]] = d_value[last]
     above_a = side_a.above(top)
     _add_pairs_above(above_a, above_a if a is b else side_b.above(top), out)
     return out
@@ -130,11 +131,10 @@ def _common_key_index(a: SparseFeatures, b: SparseFeatures) -> tuple[np.ndarray,
     if a is b:
         return np.arange(len(ua), dtype=np.int64), None, len(ua)
     ub = b.key_table()[0]
-    pos, found = find_sorted(ub, ua)
-    ia = np.flatnonzero(found)
+    ia, ib = common_positions(ua, ub)
     ka, kb = np.full(len(ua), -1, np.int64), np.full(len(ub), -1, np.int64)
     ka[ia] = np.arange(len(ia))
-    kb[pos[ia]] = np.arange(len(ia))
+    kb[ib] = np.arange(len(ia))
     return ka, kb, len(ia)
 
 

@@ -28,7 +28,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from gramdist.arrayops import find_sorted, group_offsets, ranges, run_starts, stable_order, unique_sorted
+from gramdist.arrayops import (
+    common_positions,
+    find_sorted,
+    group_offsets,
+    ranges,
+    run_starts,
+    stable_order,
+    unique_sorted,
+)
 from gramdist.graphs import GraphBatch
 from gramdist.kernels.base import DerivedCache, GraphKernel, KernelState
 
@@ -468,13 +476,6 @@ def _frequent_split(x: SparseFeatures, dtype: type) -> FrequentSplit:
     return FrequentSplit(u[frequent], np.ascontiguousarray(dense.T), u[~frequent], rest)
 
 
-def _common_columns(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions in the sorted distinct ``x`` and ``y`` of the values both hold, in order."""
-    pos, found = find_sorted(y, x)
-    ix = np.flatnonzero(found)
-    return ix, pos[ix]
-
-
 def _columns(m: sp.csr_matrix, idx: np.ndarray) -> sp.csr_matrix:
     return m if len(idx) == m.shape[1] else m[:, idx]
 
@@ -493,16 +494,16 @@ def _dot_split(fa: FrequentSplit, fb: FrequentSplit, out: np.ndarray) -> None:
         if fa.rest.nnz:
             _add_sparse_product(fa.rest, fa.rest, out)
         return
-    ia, ib = _common_columns(fa.keys, fb.keys)
+    ia, ib = common_positions(fa.keys, fb.keys)
     if len(ia):
         out[:] = _rows(fa.dense_t, ia).T @ _rows(fb.dense_t, ib)
-    ja, jb = _common_columns(fa.keys, fb.rest_keys)  # frequent in a, rare in b
+    ja, jb = common_positions(fa.keys, fb.rest_keys)  # frequent in a, rare in b
     if len(ja):
         out += (_columns(fb.rest, jb) @ fa.dense_t[ja]).T
-    ka, kb = _common_columns(fa.rest_keys, fb.keys)  # rare in a, frequent in b
+    ka, kb = common_positions(fa.rest_keys, fb.keys)  # rare in a, frequent in b
     if len(ka):
         out += _columns(fa.rest, ka) @ fb.dense_t[kb]
-    la, lb = _common_columns(fa.rest_keys, fb.rest_keys)
+    la, lb = common_positions(fa.rest_keys, fb.rest_keys)
     if len(la):
         _add_sparse_product(_columns(fa.rest, la), _columns(fb.rest, lb), out)
 

@@ -157,9 +157,6 @@ class PyramidMatchKernel(SparseFeatureKernel):
         return SparseFeatures.from_pairs(np.concatenate(rows), np.concatenate(keys), np.concatenate(values), n_graphs)
 
     # ------------------------------------------------------------ contract
-    def fit(self, graphs: GraphBatch, seed: int) -> KernelState:
-        return KernelState(arrays={}, attrs={"fit_graphs": len(graphs)})
-
     def pairwise(self, a: SparseFeatures, b: SparseFeatures, state: KernelState) -> np.ndarray:
         return histogram_intersection(a, b) * 2.0 ** -scale_exponent(int(self.L))
 
@@ -179,14 +176,13 @@ class PyramidMatchKernel(SparseFeatureKernel):
         per_entry = counts * copies
         entry = np.repeat(np.arange(emb.nnz), per_entry)
         k = ranges(np.zeros(emb.nnz, np.int64), per_entry)  # 0..c·copies-1 within an entry
-        copy = k % copies[entry]
-        rank = (k // copies[entry] + 1).astype(np.uint64)
+        rank, copy = np.divmod(k, copies[entry])
+        rank = (rank + 1).astype(np.uint64)
         keys = combine(emb.keys[entry], rank)
         keys[copy == 1] = mix(keys[copy == 1] ^ _COPY)
         values = 2.0 ** (e[entry] // 2 - scale_exponent(L) // 2)
-        indptr = np.zeros(len(emb) + 1, np.int64)
-        np.cumsum(np.bincount(emb.row_index, weights=per_entry, minlength=len(emb)).astype(np.int64), out=indptr[1:])
-        return SparseFeatures.from_segments(indptr, keys, values)
+        ends = np.concatenate([[0], np.cumsum(per_entry)])  # a row's entries are contiguous
+        return SparseFeatures.from_segments(ends[emb.indptr], keys, values)
 
     def report(self, state: KernelState) -> list[str]:
         return [f"pyramid match: levels 0..{self.L} (GraKeL's L = {int(self.L) + 1}), d = {self.d} eigenvectors, "
